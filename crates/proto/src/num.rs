@@ -1,0 +1,179 @@
+//! Number parsing exactly as memcached 1.6 does it (`util.c`, `safe_strto*`).
+//!
+//! memcached parses with C's `strtoull`/`strtol` on a 64-bit `long` and then checks
+//! what follows the digits. That makes it more lenient than protocol.txt suggests:
+//! leading whitespace, a `+` sign and trailing whitespace (tab, `\r`, ...) are
+//! accepted, and 32-bit outputs are truncated from 64 bits without a range check
+//! (`set k 4294967296 0 1` stores flags 0). Clients may rely on any of this, so we
+//! reproduce it rather than "fix" it.
+
+/// C's `isspace` in the "C" locale.
+#[inline]
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Outcome of C `strtoull`/`strtol` scanning: the magnitude, the sign, where the
+/// digits ended, and whether the value overflowed (`errno == ERANGE`).
+struct Scan {
+    negative: bool,
+    magnitude: u64,
+    overflow: bool,
+    /// Index one past the last digit; 0 when no digits were found (C sets
+    /// `endptr = str` then).
+    end: usize,
+}
+
+fn scan(s: &[u8]) -> Scan {
+    let mut i = 0;
+    while i < s.len() && is_c_space(s[i]) {
+        i += 1;
+    }
+    let mut negative = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        negative = s[i] == b'-';
+        i += 1;
+    }
+    let digits_start = i;
+    let mut magnitude: u64 = 0;
+    let mut overflow = false;
+    while i < s.len() && s[i].is_ascii_digit() {
+        let d = u64::from(s[i] - b'0');
+        match magnitude.checked_mul(10).and_then(|m| m.checked_add(d)) {
+            Some(m) => magnitude = m,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    let end = if i == digits_start { 0 } else { i };
+    Scan {
+        negative,
+        magnitude,
+        overflow,
+        end,
+    }
+}
+
+/// The check every `safe_strto*` makes after the scan: digits were found and they
+/// are followed by whitespace or the end of the token.
+fn tail_ok(s: &[u8], end: usize) -> bool {
+    end != 0 && (end == s.len() || is_c_space(s[end]))
+}
+
+/// `safe_strtoull`: an unsigned 64-bit number. `-N` wraps as in C unless the result
+/// looks negative as a signed number, in which case a `-` anywhere rejects it.
+pub fn safe_strtoull(s: &[u8]) -> Option<u64> {
+    let sc = scan(s);
+    if sc.overflow || !tail_ok(s, sc.end) {
+        return None;
+    }
+    let v = if sc.negative {
+        sc.magnitude.wrapping_neg()
+    } else {
+        sc.magnitude
+    };
+    if (v as i64) < 0 && s.contains(&b'-') {
+        return None;
+    }
+    Some(v)
+}
+
+/// `safe_strtoul`: as [`safe_strtoull`] (C's `unsigned long` is 64-bit here), then
+/// truncated to 32 bits without a range check, as memcached does.
+pub fn safe_strtoul(s: &[u8]) -> Option<u32> {
+    safe_strtoull(s).map(|v| v as u32)
+}
+
+/// `safe_strtol`: a signed 64-bit `strtol`, truncated to 32 bits, as memcached does
+/// for exptimes and value lengths.
+pub fn safe_strtol(s: &[u8]) -> Option<i32> {
+    let sc = scan(s);
+    if !tail_ok(s, sc.end) {
+        return None;
+    }
+    let v: i64 = if sc.negative {
+        // strtol overflows below i64::MIN; its magnitude may be exactly 2^63.
+        if sc.overflow || sc.magnitude > (i64::MAX as u64) + 1 {
+            return None;
+        }
+        (sc.magnitude as i64).wrapping_neg()
+    } else {
+        if sc.overflow || sc.magnitude > i64::MAX as u64 {
+            return None;
+        }
+        sc.magnitude as i64
+    };
+    Some(v as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strtoull_table() {
+        let cases: &[(&[u8], Option<u64>)] = &[
+            (b"0", Some(0)),
+            (b"42", Some(42)),
+            (b"+42", Some(42)),
+            (b" 42", Some(42)),
+            (b"\t42", Some(42)),
+            (b"42\t", Some(42)),
+            (b"42\r", Some(42)),
+            (b"18446744073709551615", Some(u64::MAX)),
+            (b"18446744073709551616", None),
+            (b"-1", None),
+            (b"-0", Some(0)),
+            // Small negatives wrap to huge values, which look negative: rejected.
+            (b"-5", None),
+            (b"", None),
+            (b"+", None),
+            (b"abc", None),
+            (b"12abc", None),
+            (b"0x10", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                safe_strtoull(input),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn strtoul_truncates() {
+        assert_eq!(safe_strtoul(b"4294967295"), Some(u32::MAX));
+        assert_eq!(safe_strtoul(b"4294967296"), Some(0));
+        assert_eq!(safe_strtoul(b"4294967297"), Some(1));
+        assert_eq!(safe_strtoul(b"-1"), None);
+    }
+
+    #[test]
+    fn strtol_table() {
+        let cases: &[(&[u8], Option<i32>)] = &[
+            (b"0", Some(0)),
+            (b"-1", Some(-1)),
+            (b"+7", Some(7)),
+            (b"2147483647", Some(i32::MAX)),
+            (b"2147483648", Some(i32::MIN)),
+            (b"4294967296", Some(0)),
+            (b"9223372036854775807", Some(-1)),
+            (b"9223372036854775808", None),
+            (b"-9223372036854775808", Some(0)),
+            (b"-9223372036854775809", None),
+            (b"1.5", None),
+            (b"", None),
+            (b"-", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                safe_strtol(input),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! The reference engine: correct, simple, concurrent.
+//!
+//! ```text
+//!   key ──hash──► shard = hash % 64 ──► Mutex<Shard>
+//!                                        ├─ table: HashTable<u32>   hash → slot index
+//!                                        ├─ slots: Vec<Slot>        key+value in one Box
+//!                                        └─ LRU:   head ⇄ … ⇄ tail  (indices into slots)
+//!   used: AtomicU64 ── bytes charged to items + reservations, across shards
+//! ```
+//!
+//! Every operation takes exactly one shard lock at a time, so there is no lock order
+//! to get wrong. Memory is reserved before an item is built: [`Reference::reserve`]
+//! adds the item's charge to `used` and then evicts LRU tails, one shard at a time
+//! and with no other lock held, until `used` is back under the limit. So `used` never
+//! exceeds the limit by more than the reservations in flight.
+//!
+//! This engine stays in the tree as the model that property tests hold faster
+//! engines against; it trades speed (a lock per get, an allocation per item, 80 B of
+//! overhead per item) for obviousness.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+
+use crate::clock::{Clock, RelTime};
+use crate::{apply_delta, Config, Delta, Engine, Fetch, Item, Mode, Stats, StoreResult};
+
+/// Shards: enough that 4–16 workers rarely meet on one lock.
+const SHARDS: usize = 64;
+const NIL: u32 = u32::MAX;
+/// Bytes charged per item on top of its key and value: the slot (56 B), its hash
+/// table entry (4 B + 1 control byte, at 7/8 load), and the allocator's header for
+/// the data box (about 16 B).
+pub const ITEM_OVERHEAD_BYTES: u64 = 80;
+/// Largest growth of a counter by incr: 20 digits.
+const DELTA_MAX_GROWTH_BYTES: u64 = 20;
+
+struct Slot {
+    /// Key followed by value; empty while the slot is free.
+    data: Box<[u8]>,
+    hash: u64,
+    /// Internal CAS unique, always non-zero for a used slot (reported as 0 with -C).
+    cas: u64,
+    flags: u32,
+    exptime: RelTime,
+    /// When the item was stored (for delayed flush_all).
+    time: RelTime,
+    prev: u32,
+    next: u32,
+    klen: u8,
+    fetched: bool,
+}
+
+impl Slot {
+    fn key(&self) -> &[u8] {
+        &self.data[..usize::from(self.klen)]
+    }
+    fn value(&self) -> &[u8] {
+        &self.data[usize::from(self.klen)..]
+    }
+    fn charge(&self) -> u64 {
+        self.data.len() as u64 + ITEM_OVERHEAD_BYTES
+    }
+}
+
+/// Why a stored item is not live.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Live,
+    Expired,
+    Flushed,
+}
+
+/// The flush markers every liveness check reads.
+#[derive(Clone, Copy)]
+struct Epoch {
+    now: RelTime,
+    /// memcached's `settings.oldest_live`: items stored at or before it are invalid
+    /// once it is in the past. 0 = no flush.
+    oldest_live: RelTime,
+}
+
+#[derive(Default)]
+struct Counters {
+    total_items: u64,
+    evictions: u64,
+    reclaimed: u64,
+    expired_unfetched: u64,
+    evicted_unfetched: u64,
+}
+
+struct Shard {
+    index: u64,
+    table: HashTable<u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Most recently used.
+    head: u32,
+    /// Least recently used: the next to evict.
+    tail: u32,
+    /// Next CAS sequence in this shard; uniques are `seq * SHARDS + index`.
+    next_seq: u64,
+    /// memcached's `settings.oldest_cas`, per shard: items with a smaller CAS are
+    /// invalid once a flush is due. 0 = none.
+    oldest_cas: u64,
+    curr_items: u64,
+    counters: Counters,
+}
+
+impl Shard {
+    fn new(index: usize, capacity: usize) -> Self {
+        Shard {
+            index: index as u64,
+            table: HashTable::with_capacity(capacity),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            next_seq: 1,
+            oldest_cas: 0,
+            curr_items: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    fn next_cas(&mut self) -> u64 {
+        let cas = self.next_seq * SHARDS as u64 + self.index;
+        self.next_seq += 1;
+        cas
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let slots = &self.slots;
+        self.table
+            .find(hash, |&i| slots[i as usize].key() == key)
+            .copied()
+    }
+
+    /// memcached's `item_is_flushed` and then the exptime check of `do_item_get`.
+    fn life(&self, idx: u32, e: Epoch) -> Life {
+        let s = &self.slots[idx as usize];
+        if e.oldest_live != 0
+            && e.oldest_live <= e.now
+            && (s.time <= e.oldest_live || (self.oldest_cas != 0 && s.cas < self.oldest_cas))
+        {
+            return Life::Flushed;
+        }
+        if s.exptime != 0 && s.exptime <= e.now {
+            return Life::Expired;
+        }
+        Life::Live
+    }
+
+    /// Finds a live item; a dead one found on the way is removed.
+    fn find_live(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        e: Epoch,
+        used: &AtomicU64,
+    ) -> Result<u32, Fetch> {
+        let Some(idx) = self.find(hash, key) else {
+            return Err(Fetch::Miss);
+        };
+        match self.life(idx, e) {
+            Life::Live => Ok(idx),
+            Life::Expired => {
+                self.remove(idx, used);
+                Err(Fetch::Expired)
+            }
+            Life::Flushed => {
+                self.remove(idx, used);
+                Err(Fetch::Flushed)
+            }
+        }
+    }
+
+    fn unlink_lru(&mut self, idx: u32) {
+        let (prev, next) = {
+            let s = &self.slots[idx as usize];
+            (s.prev, s.next)
+        };
+        if prev != NIL {
+            self.slots[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.slots[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    fn push_head(&mut self, idx: u32) {
+        let old = self.head;
+        {
+            let s = &mut self.slots[idx as usize];
+            s.prev = NIL;
+            s.next = old;
+        }
+        if old != NIL {
+            self.slots[old as usize].prev = idx;
+        } else {
+            self.tail = idx;
+        }
+        self.head = idx;
+    }
+
+    fn bump(&mut self, idx: u32) {
+        if self.head != idx {
+            self.unlink_lru(idx);
+            self.push_head(idx);
+        }
+    }
+
+    /// Unlinks and frees a slot, returning its bytes to `used`.
+    fn remove(&mut self, idx: u32, used: &AtomicU64) {
+        let hash = self.slots[idx as usize].hash;
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx) {
+            entry.remove();
+        }
+        self.unlink_lru(idx);
+        let charge = self.slots[idx as usize].charge();
+        self.slots[idx as usize].data = Box::default();
+        self.free.push(idx);
+        self.curr_items -= 1;
+        used.fetch_sub(charge, Ordering::Relaxed);
+    }
+
+    /// Links a new item whose bytes are already reserved in `used`.
+    fn insert(
+        &mut self,
+        hash: u64,
+        klen: u8,
+        data: Box<[u8]>,
+        flags: u32,
+        exptime: RelTime,
+        now: RelTime,
+    ) -> u64 {
+        let cas = self.next_cas();
+        let slot = Slot {
+            data,
+            hash,
+            cas,
+            flags,
+            exptime,
+            time: now,
+            prev: NIL,
+            next: NIL,
+            klen,
+            fetched: false,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slots = &self.slots;
+        self.table
+            .insert_unique(hash, idx, |&i| slots[i as usize].hash);
+        self.push_head(idx);
+        self.curr_items += 1;
+        self.counters.total_items += 1;
+        cas
+    }
+
+    /// Frees the LRU tail if it may go: an expired or flushed item always, a live one
+    /// only when eviction is on. Returns whether something was freed.
+    fn evict_tail(&mut self, e: Epoch, evict: bool, used: &AtomicU64) -> bool {
+        let idx = self.tail;
+        if idx == NIL {
+            return false;
+        }
+        let fetched = self.slots[idx as usize].fetched;
+        match self.life(idx, e) {
+            Life::Expired | Life::Flushed => {
+                self.counters.reclaimed += 1;
+                if !fetched {
+                    self.counters.expired_unfetched += 1;
+                }
+            }
+            Life::Live if evict => {
+                self.counters.evictions += 1;
+                if !fetched {
+                    self.counters.evicted_unfetched += 1;
+                }
+            }
+            Life::Live => return false,
+        }
+        self.remove(idx, used);
+        true
+    }
+}
+
+fn make_data(key: &[u8], parts: &[&[u8]]) -> Box<[u8]> {
+    let len = key.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(key);
+    for p in parts {
+        v.extend_from_slice(p);
+    }
+    v.into_boxed_slice()
+}
+
+/// The reference engine. See the module docs.
+pub struct Reference {
+    /// One lock per shard; it protects everything in that shard (table, slots, LRU,
+    /// counters). Never held while taking another shard's lock.
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+    /// Bytes charged to live items plus reservations in flight. Updated with Relaxed
+    /// atomics: it is an accounting total, read only to decide whether to evict, and a
+    /// momentarily stale value only makes an eviction early or late by one item.
+    used: AtomicU64,
+    /// The byte limit (`-m`, changed by `cache_memlimit`). Relaxed: a plain setting.
+    limit: AtomicU64,
+    /// memcached's `settings.oldest_live` (see [`Epoch`]). Relaxed: written by
+    /// flush_all, whose per-shard `oldest_cas` writes are ordered by the shard locks;
+    /// a get that races a flush_all may see either side of it, as in memcached.
+    oldest_live: AtomicU32,
+    evict: bool,
+    use_cas: bool,
+    clock: Arc<Clock>,
+}
+
+impl Reference {
+    /// A new engine. `hash_power` sizes the index up front for `2^hash_power` items
+    /// (memcached's `-o hashpower`); it grows as needed anyway.
+    pub fn new(cfg: Config, hash_power: u8, clock: Arc<Clock>) -> Self {
+        let per_shard = (1usize << hash_power.min(32)) / SHARDS;
+        Reference {
+            shards: (0..SHARDS)
+                .map(|i| Mutex::new(Shard::new(i, per_shard)))
+                .collect(),
+            hasher: foldhash::fast::RandomState::default(),
+            used: AtomicU64::new(0),
+            limit: AtomicU64::new(cfg.limit_bytes),
+            oldest_live: AtomicU32::new(0),
+            evict: cfg.evict,
+            use_cas: cfg.use_cas,
+            clock,
+        }
+    }
+
+    fn locate(&self, key: &[u8]) -> (u64, usize) {
+        let hash = self.hasher.hash_one(key);
+        (hash, (hash % SHARDS as u64) as usize)
+    }
+
+    fn epoch(&self) -> Epoch {
+        Epoch {
+            now: self.clock.now(),
+            oldest_live: self.oldest_live.load(Ordering::Relaxed),
+        }
+    }
+
+    fn cas_out(&self, cas: u64) -> u64 {
+        if self.use_cas {
+            cas
+        } else {
+            0
+        }
+    }
+
+    /// Adds `need` bytes to `used`, then frees LRU tails (starting at shard `home`)
+    /// until `used` is within the limit. On failure the reservation is taken back.
+    /// Must be called with no shard lock held.
+    fn reserve(&self, need: u64, home: usize) -> bool {
+        self.used.fetch_add(need, Ordering::Relaxed);
+        let mut start = home;
+        while self.used.load(Ordering::Relaxed) > self.limit.load(Ordering::Relaxed) {
+            let e = self.epoch();
+            let freed = (0..SHARDS).any(|i| {
+                let s = (start + i) % SHARDS;
+                let ok = self.shards[s].lock().evict_tail(e, self.evict, &self.used);
+                if ok {
+                    start = s;
+                }
+                ok
+            });
+            if !freed {
+                self.used.fetch_sub(need, Ordering::Relaxed);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn unreserve(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// The body of [`Engine::store`], with the shard locked and `reserved` bytes
+    /// already counted in `used` (the request's fields travel unbundled, as in the
+    /// trait method).
+    #[allow(clippy::too_many_arguments)]
+    fn store_locked(
+        &self,
+        sh: &mut Shard,
+        mode: Mode,
+        hash: u64,
+        key: &[u8],
+        flags: u32,
+        exptime: RelTime,
+        value: &[u8],
+        reserved: u64,
+    ) -> StoreResult {
+        let e = self.epoch();
+        let old = sh.find_live(hash, key, e, &self.used).ok();
+        let klen = key.len() as u8;
+        let (data, flags, exptime) = match (mode, old) {
+            (Mode::Add, Some(idx)) => {
+                // memcached refreshes the existing item's LRU position on a failed add.
+                sh.bump(idx);
+                self.unreserve(reserved);
+                return StoreResult::NotStored;
+            }
+            (Mode::Replace | Mode::Append | Mode::Prepend, None) => {
+                self.unreserve(reserved);
+                return StoreResult::NotStored;
+            }
+            (Mode::Cas(_), None) => {
+                self.unreserve(reserved);
+                return StoreResult::NotFound;
+            }
+            (Mode::Cas(want), Some(idx)) if self.cas_out(sh.slots[idx as usize].cas) != want => {
+                self.unreserve(reserved);
+                return StoreResult::Exists;
+            }
+            (Mode::Append, Some(idx)) => {
+                let s = &sh.slots[idx as usize];
+                (make_data(key, &[s.value(), value]), s.flags, s.exptime)
+            }
+            (Mode::Prepend, Some(idx)) => {
+                let s = &sh.slots[idx as usize];
+                (make_data(key, &[value, s.value()]), s.flags, s.exptime)
+            }
+            _ => (make_data(key, &[value]), flags, exptime),
+        };
+        let charge = data.len() as u64 + ITEM_OVERHEAD_BYTES;
+        // The reservation was an estimate for append/prepend; settle the difference.
+        if charge > reserved {
+            self.used.fetch_add(charge - reserved, Ordering::Relaxed);
+        } else {
+            self.unreserve(reserved - charge);
+        }
+        if let Some(idx) = old {
+            sh.remove(idx, &self.used);
+        }
+        let cas = sh.insert(hash, klen, data, flags, exptime, e.now);
+        StoreResult::Stored(self.cas_out(cas))
+    }
+}
+
+impl Engine for Reference {
+    fn get(&self, key: &[u8], touch: Option<RelTime>, visit: &mut dyn FnMut(Item<'_>)) -> Fetch {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        let idx = match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => idx,
+            Err(why) => return why,
+        };
+        sh.bump(idx);
+        let s = &mut sh.slots[idx as usize];
+        if let Some(exptime) = touch {
+            s.exptime = exptime;
+        }
+        s.fetched = true;
+        visit(Item {
+            key: s.key(),
+            value: s.value(),
+            flags: s.flags,
+            cas: if self.use_cas { s.cas } else { 0 },
+        });
+        Fetch::Hit
+    }
+
+    fn touch(&self, key: &[u8], exptime: RelTime) -> bool {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => {
+                sh.slots[idx as usize].exptime = exptime;
+                sh.bump(idx);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn store(
+        &self,
+        mode: Mode,
+        key: &[u8],
+        flags: u32,
+        exptime: RelTime,
+        value: &[u8],
+    ) -> StoreResult {
+        let (hash, si) = self.locate(key);
+        let mut need = (key.len() + value.len()) as u64 + ITEM_OVERHEAD_BYTES;
+        if matches!(mode, Mode::Append | Mode::Prepend) {
+            // Peek at the current size so the reservation covers the joined value.
+            let e = self.epoch();
+            let mut sh = self.shards[si].lock();
+            match sh.find_live(hash, key, e, &self.used) {
+                Ok(idx) => need += sh.slots[idx as usize].value().len() as u64,
+                Err(_) => return StoreResult::NotStored,
+            }
+        }
+        if !self.reserve(need, si) {
+            if mode == Mode::Set {
+                // memcached drops the old value when a set cannot be stored, so a
+                // reader never sees stale data for a key whose write failed.
+                self.delete(key);
+            }
+            return StoreResult::OutOfMemory;
+        }
+        let mut sh = self.shards[si].lock();
+        self.store_locked(&mut sh, mode, hash, key, flags, exptime, value, need)
+    }
+
+    fn delete(&self, key: &[u8]) -> bool {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => {
+                sh.remove(idx, &self.used);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn delta(&self, key: &[u8], incr: bool, delta: u64) -> Delta {
+        let (hash, si) = self.locate(key);
+        if !self.reserve(DELTA_MAX_GROWTH_BYTES, si) {
+            return Delta::OutOfMemory;
+        }
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        let idx = match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => idx,
+            Err(_) => {
+                self.unreserve(DELTA_MAX_GROWTH_BYTES);
+                return Delta::NotFound;
+            }
+        };
+        let Some((n, digits)) = apply_delta(sh.slots[idx as usize].value(), incr, delta) else {
+            self.unreserve(DELTA_MAX_GROWTH_BYTES);
+            return Delta::NonNumeric;
+        };
+        let (flags, exptime) = {
+            let s = &sh.slots[idx as usize];
+            (s.flags, s.exptime)
+        };
+        let growth =
+            digits.len() as u64 - sh.slots[idx as usize].value().len().min(digits.len()) as u64;
+        self.unreserve(DELTA_MAX_GROWTH_BYTES - growth.min(DELTA_MAX_GROWTH_BYTES));
+        let data = make_data(key, &[&digits]);
+        // The new item's charge is the old one plus `growth`, which is reserved.
+        let old_charge = sh.slots[idx as usize].charge();
+        sh.remove(idx, &self.used);
+        self.used.fetch_add(old_charge, Ordering::Relaxed);
+        sh.insert(hash, key.len() as u8, data, flags, exptime, e.now);
+        Delta::Value(n)
+    }
+
+    fn flush_all(&self, at: Option<RelTime>) {
+        let now = self.clock.now();
+        // memcached: oldest_live = (at or now) - 1; when that is already due, every
+        // item with a CAS below the next one is invalid too (same-second stores).
+        let oldest_live = at.unwrap_or(now).saturating_sub(1).max(1);
+        self.oldest_live.store(oldest_live, Ordering::Relaxed);
+        if oldest_live <= now {
+            for shard in self.shards.iter() {
+                let mut sh = shard.lock();
+                sh.oldest_cas = sh.next_seq * SHARDS as u64 + sh.index;
+            }
+        }
+    }
+
+    fn set_limit(&self, limit_bytes: u64) {
+        self.limit.store(limit_bytes, Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> Stats {
+        let mut st = Stats {
+            limit_maxbytes: self.limit.load(Ordering::Relaxed),
+            ..Stats::default()
+        };
+        let mut buckets = 0u64;
+        for shard in self.shards.iter() {
+            let sh = shard.lock();
+            st.curr_items += sh.curr_items;
+            st.total_items += sh.counters.total_items;
+            st.evictions += sh.counters.evictions;
+            st.reclaimed += sh.counters.reclaimed;
+            st.expired_unfetched += sh.counters.expired_unfetched;
+            st.evicted_unfetched += sh.counters.evicted_unfetched;
+            buckets += (sh.table.capacity() as u64 * 8 / 7).next_power_of_two();
+        }
+        // Item bytes only: reservations in flight are not items yet.
+        st.bytes = self.used.load(Ordering::Relaxed);
+        st.hash_power_level = 63 - buckets.max(1).leading_zeros();
+        st.hash_bytes = buckets * 5;
+        st
+    }
+
+    fn reset_stats(&self) {
+        for shard in self.shards.iter() {
+            shard.lock().counters = Counters::default();
+        }
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(limit: u64, evict: bool) -> Reference {
+        let cfg = Config {
+            limit_bytes: limit,
+            evict,
+            use_cas: true,
+        };
+        Reference::new(cfg, 10, Arc::new(Clock::new()))
+    }
+
+    fn get(e: &Reference, key: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
+        let mut out = None;
+        e.get(key, None, &mut |it| {
+            out = Some((it.value.to_vec(), it.flags, it.cas))
+        });
+        out
+    }
+
+    #[test]
+    fn modes() {
+        let e = engine(1 << 20, true);
+        assert_eq!(
+            e.store(Mode::Add, b"k", 1, 0, b"a"),
+            StoreResult::Stored(get_cas_after(&e))
+        );
+        assert_eq!(e.store(Mode::Add, b"k", 1, 0, b"b"), StoreResult::NotStored);
+        assert_eq!(
+            e.store(Mode::Replace, b"x", 1, 0, b"b"),
+            StoreResult::NotStored
+        );
+        assert!(matches!(
+            e.store(Mode::Append, b"k", 9, 0, b"z"),
+            StoreResult::Stored(_)
+        ));
+        assert!(matches!(
+            e.store(Mode::Prepend, b"k", 9, 0, b"y"),
+            StoreResult::Stored(_)
+        ));
+        let (v, f, cas) = get(&e, b"k").expect("hit");
+        assert_eq!((v.as_slice(), f), (&b"yaz"[..], 1));
+        assert_eq!(
+            e.store(Mode::Cas(cas + 1), b"k", 0, 0, b"c"),
+            StoreResult::Exists
+        );
+        assert!(
+            matches!(e.store(Mode::Cas(cas), b"k", 0, 0, b"c"), StoreResult::Stored(c) if c != cas)
+        );
+        assert_eq!(
+            e.store(Mode::Cas(1), b"nope", 0, 0, b"c"),
+            StoreResult::NotFound
+        );
+        assert!(e.delete(b"k"));
+        assert!(!e.delete(b"k"));
+    }
+
+    fn get_cas_after(e: &Reference) -> u64 {
+        // The first item in an empty shard gets sequence 1.
+        let (_, si) = e.locate(b"k");
+        SHARDS as u64 + si as u64
+    }
+
+    #[test]
+    fn expiry_and_touch() {
+        let e = engine(1 << 20, true);
+        e.clock.set(100);
+        e.store(Mode::Set, b"k", 0, 101, b"v");
+        assert!(get(&e, b"k").is_some());
+        e.clock.set(101);
+        assert_eq!(e.get(b"k", None, &mut |_| {}), Fetch::Expired);
+        assert_eq!(e.get(b"k", None, &mut |_| {}), Fetch::Miss);
+        e.store(Mode::Set, b"t", 0, 102, b"v");
+        assert!(e.touch(b"t", 0));
+        e.clock.set(1000);
+        assert!(get(&e, b"t").is_some());
+    }
+
+    #[test]
+    fn flush_now_and_delayed() {
+        let e = engine(1 << 20, true);
+        e.clock.set(100);
+        e.store(Mode::Set, b"a", 0, 0, b"v");
+        e.flush_all(None);
+        assert_eq!(e.get(b"a", None, &mut |_| {}), Fetch::Flushed);
+        // Stored in the same second after the flush: live.
+        e.store(Mode::Set, b"b", 0, 0, b"v");
+        assert!(get(&e, b"b").is_some());
+        e.flush_all(Some(110));
+        e.clock.set(105);
+        assert!(get(&e, b"b").is_some());
+        e.clock.set(110);
+        assert_eq!(e.get(b"b", None, &mut |_| {}), Fetch::Flushed);
+        e.store(Mode::Set, b"c", 0, 0, b"v");
+        assert!(get(&e, b"c").is_some());
+    }
+
+    #[test]
+    fn incr_decr() {
+        let e = engine(1 << 20, true);
+        e.store(Mode::Set, b"n", 5, 0, b"10");
+        assert_eq!(e.delta(b"n", false, 1), Delta::Value(9));
+        assert_eq!(get(&e, b"n").map(|g| g.0), Some(b"9 ".to_vec()));
+        assert_eq!(e.delta(b"n", true, 91), Delta::Value(100));
+        assert_eq!(
+            get(&e, b"n").map(|g| (g.0, g.1)),
+            Some((b"100".to_vec(), 5))
+        );
+        assert_eq!(e.delta(b"missing", true, 1), Delta::NotFound);
+        e.store(Mode::Set, b"s", 0, 0, b"abc");
+        assert_eq!(e.delta(b"s", true, 1), Delta::NonNumeric);
+    }
+
+    #[test]
+    fn eviction_keeps_memory_bounded() {
+        let limit = 64 * 1024;
+        let e = engine(limit, true);
+        for i in 0..10_000u32 {
+            let key = format!("key:{i}");
+            assert!(matches!(
+                e.store(Mode::Set, key.as_bytes(), 0, 0, &[b'x'; 100]),
+                StoreResult::Stored(_)
+            ));
+            assert!(e.stats().bytes <= limit);
+        }
+        let st = e.stats();
+        assert!(st.evictions > 0);
+        assert!(st.curr_items < 10_000);
+        assert_eq!(
+            st.bytes,
+            st.curr_items * (ITEM_OVERHEAD_BYTES + 100 + 8) - extra_digits(&e)
+        );
+    }
+
+    /// Keys "key:0".."key:9999" differ in length; count the bytes below 4 digits.
+    fn extra_digits(e: &Reference) -> u64 {
+        let mut short = 0;
+        for i in 0..10_000u32 {
+            let key = format!("key:{i}");
+            if get(e, key.as_bytes()).is_some() {
+                short += 8 - key.len() as u64;
+            }
+        }
+        short
+    }
+
+    #[test]
+    fn no_evict_reports_out_of_memory() {
+        let e = engine(4096, false);
+        let mut stored = 0;
+        for i in 0..100u32 {
+            match e.store(Mode::Set, format!("k{i}").as_bytes(), 0, 0, &[b'x'; 100]) {
+                StoreResult::Stored(_) => stored += 1,
+                StoreResult::OutOfMemory => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(stored > 0 && stored < 100);
+        assert_eq!(e.stats().evictions, 0);
+        // A failed set removes the old value.
+        assert_eq!(
+            e.store(Mode::Set, b"k0", 0, 0, &[b'x'; 1000]),
+            StoreResult::OutOfMemory
+        );
+        assert!(get(&e, b"k0").is_none());
+    }
+}
