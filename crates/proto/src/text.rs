@@ -418,7 +418,7 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
 }
 
 /// The bytes of `line` after the first `skip` tokens (the keys of a get).
-fn after_tokens<'a>(line: &'a [u8], skip: usize) -> &'a [u8] {
+fn after_tokens(line: &[u8], skip: usize) -> &[u8] {
     let mut rest = line;
     for _ in 0..skip {
         let start = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
@@ -664,9 +664,12 @@ mod tests {
         }
     }
 
+    /// Input, keys, `gets`?, gat exptime.
+    type GetCase = (&'static [u8], &'static [&'static [u8]], bool, Option<i32>);
+
     #[test]
     fn get_variants() {
-        let cases: &[(&[u8], &[&[u8]], bool, Option<i32>)] = &[
+        let cases: &[GetCase] = &[
             (b"get a\r\n", &[b"a"], false, None),
             (b"get a b  c\r\n", &[b"a", b"b", b"c"], false, None),
             (b"gets a\n", &[b"a"], true, None),
