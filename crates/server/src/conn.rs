@@ -1,0 +1,302 @@
+//! One client connection: its buffers and the read → parse → execute → write cycle.
+//!
+//! ```text
+//!   socket ──read──► rbuf[rpos..rend] ──parse/execute (loop)──► wbuf ──write (one)──► socket
+//! ```
+//!
+//! Every request already buffered is parsed and executed in one loop and all their
+//! replies are written with a single `write`: one send per batch, not per request.
+//! Memory per connection is bounded: the read buffer holds at most one request (a
+//! value is at most `-I`, a get line at most [`MAX_GET_LINE`]), and while more than
+//! [`OUTPUT_HIGH_WATER`] bytes of replies are unsent the connection neither parses
+//! nor reads, so a client that never reads its replies cannot grow the server.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use memcrab_proto::text::{self, Action};
+
+use crate::exec::{self, Ctx, Flow};
+use crate::server::ConnInfo;
+
+/// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Buffers larger than this are released when they empty.
+const KEEP_BUFFER_BYTES: usize = 256 * 1024;
+/// Unsent reply bytes above which a connection stops reading and parsing.
+pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
+/// Longest get line buffered (memcached has no limit).
+pub const MAX_GET_LINE: usize = 1024 * 1024;
+
+/// A TCP or unix stream.
+pub enum Stream {
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+impl Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    pub fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+}
+
+/// What the worker should do with a connection after driving it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Wait for the socket to become readable or writable.
+    Wait,
+    /// It used its `-R` budget with requests still buffered: drive it again soon.
+    Yield,
+    /// Close it.
+    Close,
+}
+
+pub struct Conn {
+    stream: Stream,
+    pub info: Arc<ConnInfo>,
+    /// `rbuf[rpos..rend]` is received and not yet consumed; `rbuf.len()` is capacity.
+    rbuf: Vec<u8>,
+    rpos: usize,
+    rend: usize,
+    /// `wbuf[wpos..]` is reply bytes not yet sent.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Bytes of a refused data block still to discard.
+    swallow: usize,
+    /// Keys of a suspended multi-get already answered.
+    resume: usize,
+    /// The socket may have unread bytes (a readable event came and no short read or
+    /// `WouldBlock` has been seen since).
+    may_read: bool,
+    /// The peer closed its side; serve what is buffered, then close.
+    eof: bool,
+    /// `quit`: close once the pending output is written.
+    quit: bool,
+}
+
+impl Conn {
+    pub fn new(stream: Stream, info: Arc<ConnInfo>) -> Self {
+        Conn {
+            stream,
+            info,
+            rbuf: Vec::new(),
+            rpos: 0,
+            rend: 0,
+            wbuf: Vec::new(),
+            wpos: 0,
+            swallow: 0,
+            resume: 0,
+            may_read: true,
+            eof: false,
+            quit: false,
+        }
+    }
+
+    pub fn stream(&mut self) -> &mut Stream {
+        &mut self.stream
+    }
+
+    pub fn set_readable(&mut self) {
+        self.may_read = true;
+    }
+
+    pub fn has_output(&self) -> bool {
+        self.wpos < self.wbuf.len()
+    }
+
+    /// Runs the connection as far as it can go without blocking.
+    pub fn drive(&mut self, cx: &Ctx<'_>, reqs_per_event: usize) -> Next {
+        let mut budget = reqs_per_event;
+        loop {
+            if self.process(cx, &mut budget).is_err() {
+                return Next::Close;
+            }
+            if self.has_output() {
+                match self.flush(cx) {
+                    Err(_) => return Next::Close,
+                    Ok(()) if self.wbuf.len() - self.wpos > OUTPUT_HIGH_WATER => return Next::Wait,
+                    Ok(()) => {}
+                }
+            }
+            if self.quit {
+                return if self.has_output() {
+                    Next::Wait
+                } else {
+                    Next::Close
+                };
+            }
+            if budget == 0 {
+                return Next::Yield;
+            }
+            if self.eof {
+                // Everything complete has been served; what is left can never complete.
+                return if self.has_output() {
+                    Next::Wait
+                } else {
+                    Next::Close
+                };
+            }
+            if !self.may_read {
+                return Next::Wait;
+            }
+            match self.fill(cx) {
+                Ok(true) => {}
+                Ok(false) => return Next::Wait,
+                Err(_) => return Next::Close,
+            }
+        }
+    }
+
+    /// Reads once. Returns whether bytes (or EOF) arrived.
+    fn fill(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
+        if self.rpos == self.rend {
+            self.rpos = 0;
+            self.rend = 0;
+            if self.rbuf.len() > KEEP_BUFFER_BYTES {
+                self.rbuf = Vec::new();
+            }
+        }
+        if self.rbuf.is_empty() {
+            self.rbuf = vec![0; READ_BUFFER_BYTES];
+        }
+        if self.rbuf.len() - self.rend < READ_BUFFER_BYTES / 4 {
+            if self.rpos > 0 {
+                self.rbuf.copy_within(self.rpos..self.rend, 0);
+                self.rend -= self.rpos;
+                self.rpos = 0;
+            }
+            if self.rbuf.len() - self.rend < READ_BUFFER_BYTES / 4 {
+                let grown = self.rbuf.len() * 2;
+                self.rbuf.resize(grown, 0);
+            }
+        }
+        let space = self.rbuf.len() - self.rend;
+        loop {
+            match self.stream.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    self.may_read = false;
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    cx.counters.bytes_read.add(n as u64);
+                    self.rend += n;
+                    // A short read drained the socket: the next readable event says
+                    // when more arrives. This saves the extra read that would only
+                    // return WouldBlock.
+                    if n < space {
+                        self.may_read = false;
+                    }
+                    self.info
+                        .last_cmd
+                        .store(cx.engine.clock().now(), Ordering::Relaxed);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.may_read = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes pending output once (more if the kernel takes it all and more is left).
+    fn flush(&mut self, cx: &Ctx<'_>) -> io::Result<()> {
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    cx.counters.bytes_written.add(n as u64);
+                    self.wpos += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wpos = 0;
+            self.wbuf.clear();
+            if self.wbuf.capacity() > KEEP_BUFFER_BYTES {
+                self.wbuf = Vec::new();
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes for shutdown. Returns whether everything was sent.
+    pub fn flush_for_shutdown(&mut self, cx: &Ctx<'_>) -> bool {
+        self.flush(cx).is_ok_and(|()| !self.has_output())
+    }
+
+    /// Parses and executes buffered requests while the budget and the output buffer
+    /// allow. `Err` means close now.
+    fn process(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
+        let cfg = text::Config {
+            item_size_max: cx.server.settings.item_size_max,
+            use_cas: cx.server.settings.use_cas,
+            max_get_line: MAX_GET_LINE,
+        };
+        while *budget > 0 && self.wbuf.len() - self.wpos <= OUTPUT_HIGH_WATER && !self.quit {
+            if self.swallow > 0 {
+                let n = self.swallow.min(self.rend - self.rpos);
+                self.rpos += n;
+                self.swallow -= n;
+                if self.swallow > 0 {
+                    break;
+                }
+                continue;
+            }
+            let input = &self.rbuf[self.rpos..self.rend];
+            if input.is_empty() {
+                break;
+            }
+            let Some((parsed, consumed)) = text::parse(input, &cfg) else {
+                break;
+            };
+            *budget -= 1;
+            match parsed {
+                Ok(req) => match exec::execute(
+                    req,
+                    cx,
+                    &mut self.wbuf,
+                    &mut self.resume,
+                    OUTPUT_HIGH_WATER,
+                ) {
+                    Flow::Next => {}
+                    Flow::Swallow(n) => self.swallow = n,
+                    Flow::Quit => self.quit = true,
+                    Flow::Close => return Err(()),
+                    Flow::Suspend => break,
+                },
+                Err(e) => match e.action() {
+                    Action::Reply(Some(r)) => self.wbuf.extend_from_slice(r),
+                    Action::Reply(None) => {}
+                    Action::Close => return Err(()),
+                },
+            }
+            self.rpos += consumed;
+        }
+        Ok(())
+    }
+}

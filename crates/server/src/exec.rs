@@ -1,0 +1,265 @@
+//! The one place where a parsed request meets the store: each text-protocol request
+//! becomes engine calls, counter updates and reply bytes, with memcached's replies.
+
+use memcrab_proto::text::{reply, Request, StoreCmd, KEY_MAX_LEN};
+use memcrab_store::{Delta, Engine, Fetch, Mode, StoreResult};
+
+use crate::server::{Server, VERSION};
+use crate::stats::Counters;
+
+/// What a worker needs to execute requests.
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub engine: &'a dyn Engine,
+    pub counters: &'a Counters,
+}
+
+/// What the connection does after a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Consume the request and go on.
+    Next,
+    /// Consume the request line, then discard this many more bytes (a data block that
+    /// was refused before it arrived).
+    Swallow(usize),
+    /// Send what is pending, then close (`quit`).
+    Quit,
+    /// Close now, without sending anything more (`shutdown`).
+    Close,
+    /// A multi-get stopped because the output buffer is full; run the same request
+    /// again later. `resume` says how many keys are done.
+    Suspend,
+}
+
+/// Executes one request, appending its reply to `out`. `resume` carries a suspended
+/// multi-get's progress between calls; `out_limit` is where a multi-get pauses.
+pub fn execute(
+    req: Request<'_>,
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    resume: &mut usize,
+    out_limit: usize,
+) -> Flow {
+    let c = cx.counters;
+    let put = |out: &mut Vec<u8>, noreply: bool, r: &[u8]| {
+        if !noreply {
+            out.extend_from_slice(r);
+        }
+    };
+    match req {
+        Request::Get { keys, cas, touch } => {
+            let exptime = touch.map(|t| cx.engine.clock().realtime(i64::from(t)));
+            let start = out.len();
+            for (i, key) in keys.enumerate().skip(*resume) {
+                if key.len() > KEY_MAX_LEN {
+                    // memcached drops what this get produced so far and reports the error.
+                    out.truncate(start);
+                    out.extend_from_slice(reply::BAD_FORMAT);
+                    *resume = 0;
+                    return Flow::Next;
+                }
+                let found = cx.engine.get(key, exptime, &mut |it| {
+                    reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
+                });
+                match (touch.is_some(), found) {
+                    (true, Fetch::Hit) => {
+                        c.cmd_touch.incr();
+                        c.touch_hits.incr();
+                    }
+                    (true, _) => {
+                        c.cmd_touch.incr();
+                        c.touch_misses.incr();
+                    }
+                    (false, Fetch::Hit) => {
+                        c.cmd_get.incr();
+                        c.get_hits.incr();
+                    }
+                    (false, miss) => {
+                        c.cmd_get.incr();
+                        c.get_misses.incr();
+                        if miss == Fetch::Expired {
+                            c.get_expired.incr();
+                        } else if miss == Fetch::Flushed {
+                            c.get_flushed.incr();
+                        }
+                    }
+                }
+                if out.len() > out_limit {
+                    *resume = i + 1;
+                    return Flow::Suspend;
+                }
+            }
+            *resume = 0;
+            out.extend_from_slice(reply::END);
+            Flow::Next
+        }
+        Request::Store {
+            cmd,
+            key,
+            flags,
+            exptime,
+            data,
+            cas_unique,
+            noreply,
+        } => {
+            c.cmd_set.incr();
+            let mode = match cmd {
+                StoreCmd::Set => Mode::Set,
+                StoreCmd::Add => Mode::Add,
+                StoreCmd::Replace => Mode::Replace,
+                StoreCmd::Append => Mode::Append,
+                StoreCmd::Prepend => Mode::Prepend,
+                StoreCmd::Cas => Mode::Cas(cas_unique),
+            };
+            let exptime = cx.engine.clock().realtime(i64::from(exptime));
+            let r = match cx.engine.store(mode, key, flags, exptime, data) {
+                StoreResult::Stored(_) => {
+                    if cmd == StoreCmd::Cas {
+                        c.cas_hits.incr();
+                    }
+                    reply::STORED
+                }
+                StoreResult::NotStored => reply::NOT_STORED,
+                StoreResult::Exists => {
+                    c.cas_badval.incr();
+                    reply::EXISTS
+                }
+                StoreResult::NotFound => {
+                    c.cas_misses.incr();
+                    reply::NOT_FOUND
+                }
+                StoreResult::OutOfMemory => {
+                    c.store_no_memory.incr();
+                    reply::OUT_OF_MEMORY
+                }
+            };
+            put(out, noreply, r);
+            Flow::Next
+        }
+        Request::TooLarge {
+            cmd,
+            key,
+            swallow,
+            noreply,
+        } => {
+            c.store_too_large.incr();
+            if cmd == StoreCmd::Set {
+                // memcached: a failed set must not leave the old value readable.
+                cx.engine.delete(key);
+            }
+            put(out, noreply, reply::TOO_LARGE);
+            Flow::Swallow(swallow)
+        }
+        Request::Delete { key, noreply } => {
+            let r = if cx.engine.delete(key) {
+                c.delete_hits.incr();
+                reply::DELETED
+            } else {
+                c.delete_misses.incr();
+                reply::NOT_FOUND
+            };
+            put(out, noreply, r);
+            Flow::Next
+        }
+        Request::Arith {
+            key,
+            delta,
+            incr,
+            noreply,
+        } => {
+            match cx.engine.delta(key, incr, delta) {
+                Delta::Value(n) => {
+                    if incr {
+                        c.incr_hits.incr();
+                    } else {
+                        c.decr_hits.incr();
+                    }
+                    if !noreply {
+                        reply::number(out, n);
+                    }
+                }
+                Delta::NotFound => {
+                    if incr {
+                        c.incr_misses.incr();
+                    } else {
+                        c.decr_misses.incr();
+                    }
+                    put(out, noreply, reply::NOT_FOUND);
+                }
+                Delta::NonNumeric => put(out, noreply, reply::NON_NUMERIC),
+                Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
+            }
+            Flow::Next
+        }
+        Request::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            c.cmd_touch.incr();
+            let exptime = cx.engine.clock().realtime(i64::from(exptime));
+            let r = if cx.engine.touch(key, exptime) {
+                c.touch_hits.incr();
+                reply::TOUCHED
+            } else {
+                c.touch_misses.incr();
+                reply::NOT_FOUND
+            };
+            put(out, noreply, r);
+            Flow::Next
+        }
+        Request::Stats { sub, arg } => {
+            crate::stats::render(cx.server, sub, arg, out);
+            Flow::Next
+        }
+        Request::FlushAll { delay, noreply } => {
+            c.cmd_flush.incr();
+            if !cx.server.settings.flush_enabled {
+                put(out, noreply, b"CLIENT_ERROR flush_all not allowed\r\n");
+                return Flow::Next;
+            }
+            let at = (delay > 0).then(|| cx.engine.clock().realtime(i64::from(delay)));
+            cx.engine.flush_all(at);
+            put(out, noreply, reply::OK);
+            Flow::Next
+        }
+        Request::Version => {
+            out.extend_from_slice(b"VERSION ");
+            out.extend_from_slice(VERSION.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            Flow::Next
+        }
+        Request::Verbosity { level, noreply } => {
+            cx.server.verbosity.store(
+                level.min(MAX_VERBOSITY_LEVEL),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            put(out, noreply, reply::OK);
+            Flow::Next
+        }
+        Request::Quit => Flow::Quit,
+        Request::Shutdown { .. } => {
+            if !cx.server.settings.shutdown_command {
+                out.extend_from_slice(reply::SHUTDOWN_DISABLED);
+                return Flow::Next;
+            }
+            cx.server.begin_shutdown();
+            Flow::Close
+        }
+        Request::CacheMemlimit { megabytes, noreply } => {
+            let r = if megabytes < 8 {
+                reply::MEMLIMIT_TOO_SMALL
+            } else if megabytes > 1_000_000_000 {
+                reply::MEMLIMIT_NOT_MEGABYTES
+            } else {
+                cx.engine.set_limit(u64::from(megabytes) * 1024 * 1024);
+                reply::OK
+            };
+            put(out, noreply, r);
+            Flow::Next
+        }
+    }
+}
+
+/// memcached's `MAX_VERBOSITY_LEVEL`.
+const MAX_VERBOSITY_LEVEL: u32 = 2;

@@ -1,0 +1,200 @@
+//! memcrab: a memcached-compatible cache server.
+//!
+//! ```text
+//!   main ── parses flags, binds, spawns ──┬─ acceptor thread (listeners, -c)
+//!                                         ├─ worker threads × -t (mio loops, conns)
+//!                                         ├─ clock ticker
+//!                                         └─ signal thread (SIGTERM/SIGINT → shutdown)
+//!   all share Arc<Server> { settings, engine, per-worker counters, ... }
+//! ```
+//!
+//! Modules: `settings` (command line), `listen` (sockets, acceptor), `worker` (event
+//! loops), `conn` (one connection's buffers and cycle), `exec` (request → store →
+//! reply), `stats` (counters and the stats replies), `server` (shared state).
+
+mod conn;
+mod exec;
+mod listen;
+mod server;
+mod settings;
+mod stats;
+mod worker;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Context;
+use memcrab_store::reference::Reference;
+use memcrab_store::{Clock, Config};
+use mio::{Poll, Waker};
+
+use crate::server::Server;
+use crate::settings::{Command, Settings};
+
+fn main() {
+    let cmd = match settings::parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("memcrab: {msg}");
+            std::process::exit(2);
+        }
+    };
+    let settings = match cmd {
+        Command::Run(s) => *s,
+        Command::Help => {
+            print!("{}", settings::usage());
+            return;
+        }
+        Command::Version => {
+            println!(
+                "memcrab {} (memcached {} compatible)",
+                env!("CARGO_PKG_VERSION"),
+                server::VERSION
+            );
+            return;
+        }
+        Command::License => {
+            println!("memcrab is distributed under the MIT license.");
+            return;
+        }
+    };
+    if let Err(e) = run(settings) {
+        eprintln!("memcrab: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(settings: Settings) -> anyhow::Result<()> {
+    let clock = Arc::new(Clock::new());
+    let engine = Arc::new(Reference::new(
+        Config {
+            limit_bytes: settings.memory_limit_mb * 1024 * 1024,
+            evict: !settings.no_evict,
+            use_cas: settings.use_cas,
+        },
+        settings.hash_power,
+        Arc::clone(&clock),
+    ));
+    let server = Arc::new(Server::new(settings, engine));
+    let s = &server.settings;
+
+    let listeners = listen::bind(&server)?;
+    write_port_file(&listeners)?;
+    if s.daemonize {
+        // SAFETY: daemon() forks; no other thread exists yet, so the child inherits a
+        // consistent process. nochdir=1 keeps relative paths working.
+        if unsafe { libc::daemon(1, i32::from(s.verbose > 0)) } != 0 {
+            anyhow::bail!("-d: daemon() failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    if let Some(path) = &s.pid_file {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("-P: cannot write {path}"))?;
+    }
+    if s.lock_memory {
+        // SAFETY: mlockall takes flags only and touches no memory of ours.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            eprintln!(
+                "warning: -k invalid, mlockall() failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    listen::register_listeners(&server, &listeners);
+
+    // The clock ticker: memcached's clock_handler, a few times a second.
+    {
+        let server = Arc::clone(&server);
+        thread::Builder::new().name("clock".into()).spawn(move || {
+            while !server.shutting_down() {
+                server.engine.clock().tick();
+                thread::sleep(Duration::from_millis(100));
+            }
+        })?;
+    }
+
+    let accept_poll = Poll::new()?;
+    let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), worker::WAKE)?)];
+    let mut to_workers = Vec::new();
+    let mut handles = Vec::new();
+    for id in 0..s.threads {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
+        let (tx, rx) = std::sync::mpsc::channel();
+        to_workers.push((tx, Arc::clone(&waker)));
+        wakers.push(waker);
+        let w = worker::Worker {
+            id,
+            poll,
+            rx,
+            server: Arc::clone(&server),
+        };
+        handles.push(
+            thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn(move || w.run())?,
+        );
+    }
+    let _ = server.wakers.set(wakers);
+
+    {
+        let server = Arc::clone(&server);
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+        ])?;
+        thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if signals.forever().next().is_some() {
+                    server.begin_shutdown();
+                }
+            })?;
+    }
+
+    if s.verbose > 0 {
+        for l in &listeners {
+            eprintln!("memcrab: listening on {}", l.local_addr_text());
+        }
+    }
+    let acceptor = {
+        let server = Arc::clone(&server);
+        thread::Builder::new()
+            .name("acceptor".into())
+            .spawn(move || listen::accept_loop(listeners, accept_poll, to_workers, server))?
+    };
+    let _ = acceptor.join();
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(path) = &server.settings.pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// memcached's `MEMCACHED_PORT_FILENAME`: write the bound ports (`TCP INET: 11211`) to
+/// that file, via a `.lck` file renamed into place, so a test harness that starts the
+/// server on port 0 can learn the port.
+fn write_port_file(listeners: &[listen::Listener]) -> anyhow::Result<()> {
+    let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") else {
+        return Ok(());
+    };
+    let mut text = String::new();
+    for l in listeners {
+        if let Some(port) = l.tcp_port() {
+            let family = if l.local_addr_text().contains('[') {
+                "INET6"
+            } else {
+                "INET"
+            };
+            text.push_str(&format!("TCP {family}: {port}\n"));
+        }
+    }
+    let mut tmp = path.clone();
+    tmp.push(".lck");
+    std::fs::write(&tmp, text).context("MEMCACHED_PORT_FILENAME: cannot write")?;
+    std::fs::rename(&tmp, &path).context("MEMCACHED_PORT_FILENAME: cannot rename")?;
+    Ok(())
+}

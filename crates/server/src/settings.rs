@@ -1,0 +1,505 @@
+//! The command line, compatible with memcached 1.6: the same short letters with the
+//! same meanings, the same long forms, `-o` sub-options, and getopt's conventions
+//! (`-p11211`, `-p 11211`, `--port=11211`, `--port 11211`, bundled `-vvv`).
+//!
+//! A bad value is an error naming the flag; `main` prints it on one line and exits 2.
+
+use std::fmt::Write as _;
+
+/// Everything the command line decides.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub port: u16,
+    /// `-l`: addresses to listen on, each `host` or `host:port`.
+    pub listen: Vec<String>,
+    pub udp_port: u16,
+    pub unix_socket: Option<String>,
+    /// `-a`: permissions of the unix socket (octal on the command line).
+    pub unix_mask: u32,
+    pub memory_limit_mb: u64,
+    /// `-M`: answer out-of-memory instead of evicting.
+    pub no_evict: bool,
+    pub max_connections: usize,
+    pub threads: usize,
+    pub item_size_max: usize,
+    pub use_cas: bool,
+    pub backlog: i32,
+    pub reqs_per_event: usize,
+    pub shutdown_command: bool,
+    pub flush_enabled: bool,
+    pub verbose: u32,
+    pub lock_memory: bool,
+    pub daemonize: bool,
+    pub pid_file: Option<String>,
+    /// `-o idle_timeout`: seconds; 0 = never.
+    pub idle_timeout_secs: u32,
+    /// `-o hashpower`: initial index size as a power of two.
+    pub hash_power: u8,
+    pub growth_factor: f64,
+    pub chunk_size: u32,
+    pub stat_prefix: char,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            port: 11211,
+            listen: vec!["127.0.0.1".to_string()],
+            udp_port: 0,
+            unix_socket: None,
+            unix_mask: 0o700,
+            memory_limit_mb: 64,
+            no_evict: false,
+            max_connections: 1024,
+            threads: 4,
+            item_size_max: 1024 * 1024,
+            use_cas: true,
+            backlog: 1024,
+            reqs_per_event: 20,
+            shutdown_command: false,
+            flush_enabled: true,
+            verbose: 0,
+            lock_memory: false,
+            daemonize: false,
+            pid_file: None,
+            idle_timeout_secs: 0,
+            hash_power: 16,
+            growth_factor: 1.25,
+            chunk_size: 48,
+            stat_prefix: ':',
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<Settings>),
+    Help,
+    Version,
+    License,
+}
+
+/// memcached's `-o` sub-options that tune its slab allocator, LRU maintainer, crawler
+/// and logging. memcrab has none of those machines, so they are accepted and ignored
+/// (their values are not checked); anything else is an error, as in memcached.
+const IGNORED_SUBOPTIONS: &[&str] = &[
+    "maxconns_fast",
+    "no_maxconns_fast",
+    "no_hashexpand",
+    "slab_reassign",
+    "no_slab_reassign",
+    "slab_automove",
+    "no_slab_automove",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_crawler",
+    "no_lru_crawler",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "lru_maintainer",
+    "no_lru_maintainer",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "slab_sizes",
+    "slab_chunk_max",
+    "track_sizes",
+    "no_inline_ascii_resp",
+    "inline_ascii_resp",
+    "modern",
+    "no_modern",
+    "no_chunked_items",
+    "no_drop_privileges",
+    "drop_privileges",
+    "resp_obj_mem_limit",
+    "read_buf_mem_limit",
+];
+
+/// Flags: (short, long, takes a value).
+const FLAGS: &[(char, &str, bool)] = &[
+    ('p', "port", true),
+    ('U', "udp-port", true),
+    ('s', "unix-socket", true),
+    ('a', "unix-mask", true),
+    ('l', "listen", true),
+    ('d', "daemon", false),
+    ('r', "enable-coredumps", false),
+    ('u', "user", true),
+    ('m', "memory-limit", true),
+    ('M', "disable-evictions", false),
+    ('c', "conn-limit", true),
+    ('k', "lock-memory", false),
+    ('v', "verbose", false),
+    ('h', "help", false),
+    ('i', "license", false),
+    ('V', "version", false),
+    ('P', "pidfile", true),
+    ('f', "slab-growth-factor", true),
+    ('n', "slab-min-size", true),
+    ('L', "enable-largepages", false),
+    ('D', "stats-prefix-delimiter", true),
+    ('t', "threads", true),
+    ('R', "max-reqs-per-event", true),
+    ('C', "disable-cas", false),
+    ('b', "listen-backlog", true),
+    ('B', "protocol", true),
+    ('I', "max-item-size", true),
+    ('S', "enable-sasl", false),
+    ('F', "disable-flush-all", false),
+    ('X', "disable-dumping", false),
+    ('W', "disable-watch", false),
+    ('Y', "auth-file", true),
+    ('e', "memory-file", true),
+    ('A', "enable-shutdown", false),
+    ('o', "extended", true),
+];
+
+fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{flag}: invalid number \"{v}\""))
+}
+
+/// A size with an optional k/m suffix, as memcached's `-I`.
+fn size(flag: &str, v: &str) -> Result<usize, String> {
+    let v = v.trim();
+    let (digits, mult) = match v.as_bytes().last() {
+        Some(b'k' | b'K') => (&v[..v.len() - 1], 1024),
+        Some(b'm' | b'M') => (&v[..v.len() - 1], 1024 * 1024),
+        _ => (v, 1),
+    };
+    let n: usize = num(flag, digits)?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{flag}: size \"{v}\" is too large"))
+}
+
+/// Parses the arguments after the program name.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
+    let mut s = Settings::default();
+    let mut pairs: Vec<(char, Option<String>)> = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let Some(&(c, _, takes)) = FLAGS.iter().find(|f| f.1 == name) else {
+                return Err(format!("unrecognized option '--{name}'"));
+            };
+            let value = if takes {
+                match inline {
+                    Some(v) => Some(v),
+                    None => Some(
+                        args.next()
+                            .ok_or_else(|| format!("option '--{name}' requires an argument"))?,
+                    ),
+                }
+            } else if inline.is_some() {
+                return Err(format!("option '--{name}' doesn't allow an argument"));
+            } else {
+                None
+            };
+            pairs.push((c, value));
+        } else if let Some(shorts) = arg.strip_prefix('-').filter(|s| !s.is_empty()) {
+            for (i, c) in shorts.char_indices() {
+                let Some(&(_, _, takes)) = FLAGS.iter().find(|f| f.0 == c) else {
+                    return Err(format!("invalid option -- '{c}'"));
+                };
+                if takes {
+                    let rest = &shorts[i + c.len_utf8()..];
+                    let value = if rest.is_empty() {
+                        args.next()
+                            .ok_or_else(|| format!("option requires an argument -- '{c}'"))?
+                    } else {
+                        rest.to_string()
+                    };
+                    pairs.push((c, Some(value)));
+                    break;
+                }
+                pairs.push((c, None));
+            }
+        } else {
+            return Err(format!("unexpected argument \"{arg}\""));
+        }
+    }
+
+    for (c, value) in pairs {
+        let v = value.unwrap_or_default();
+        let flag = format!("-{c}");
+        let flag = flag.as_str();
+        match c {
+            'p' => s.port = num(flag, &v)?,
+            'U' => s.udp_port = num(flag, &v)?,
+            's' => s.unix_socket = Some(v),
+            'a' => {
+                s.unix_mask = u32::from_str_radix(v.trim(), 8)
+                    .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
+            }
+            'l' => s.listen = v.split(',').map(|a| a.trim().to_string()).collect(),
+            'd' => s.daemonize = true,
+            'r' | 'u' | 'L' | 'X' | 'W' => {}
+            'm' => {
+                // memcached accepts a k/m/g suffix on -m; a plain number is megabytes.
+                let t = v.trim();
+                s.memory_limit_mb = match t.as_bytes().last() {
+                    Some(b'g' | b'G') => num::<u64>(flag, &t[..t.len() - 1])? * 1024,
+                    Some(b'm' | b'M') => num(flag, &t[..t.len() - 1])?,
+                    Some(b'k' | b'K') => num::<u64>(flag, &t[..t.len() - 1])? / 1024,
+                    _ => num(flag, t)?,
+                };
+                if s.memory_limit_mb == 0 {
+                    return Err("-m: memory limit must be at least 1 megabyte".into());
+                }
+            }
+            'M' => s.no_evict = true,
+            'c' => {
+                s.max_connections = num(flag, &v)?;
+                if s.max_connections == 0 {
+                    return Err("-c: Maximum connections must be greater than 0".into());
+                }
+            }
+            'k' => s.lock_memory = true,
+            'v' => s.verbose += 1,
+            'h' => return Ok(Command::Help),
+            'i' => return Ok(Command::License),
+            'V' => return Ok(Command::Version),
+            'P' => s.pid_file = Some(v),
+            'f' => {
+                s.growth_factor = num(flag, &v)?;
+                if s.growth_factor <= 1.0 {
+                    return Err("-f: Factor must be greater than 1".into());
+                }
+            }
+            'n' => {
+                s.chunk_size = num(flag, &v)?;
+                if s.chunk_size == 0 {
+                    return Err("-n: Chunk size must be greater than 0".into());
+                }
+            }
+            'D' => {
+                s.stat_prefix = v
+                    .chars()
+                    .next()
+                    .ok_or("-D: a delimiter character is required")?
+            }
+            't' => {
+                s.threads = num(flag, &v)?;
+                if s.threads == 0 {
+                    return Err("-t: Number of threads must be greater than 0".into());
+                }
+                if s.threads > 1024 {
+                    return Err("-t: at most 1024 threads".into());
+                }
+            }
+            'R' => {
+                s.reqs_per_event = num(flag, &v)?;
+                if s.reqs_per_event == 0 {
+                    return Err("-R: Number of requests per event must be greater than 0".into());
+                }
+            }
+            'C' => s.use_cas = false,
+            'b' => s.backlog = num(flag, &v)?,
+            'B' => match v.as_str() {
+                "ascii" | "auto" => {}
+                "binary" => {
+                    return Err(
+                        "-B: the binary protocol is not supported yet; use ascii or auto".into(),
+                    )
+                }
+                _ => {
+                    return Err(format!(
+                        "-B: invalid protocol \"{v}\" (ascii, binary or auto)"
+                    ))
+                }
+            },
+            'I' => s.item_size_max = size(flag, &v)?,
+            'S' => return Err("-S: SASL authentication is not supported yet".into()),
+            'Y' => return Err("-Y: ASCII authentication is not supported yet".into()),
+            'e' => return Err("-e: memory files (restartable cache) are not supported".into()),
+            'F' => s.flush_enabled = false,
+            'A' => s.shutdown_command = true,
+            'o' => extended(&mut s, &v)?,
+            _ => return Err(format!("invalid option -- '{c}'")),
+        }
+    }
+
+    if s.udp_port != 0 {
+        return Err("-U: UDP is not supported yet; use -U 0 (the default)".into());
+    }
+    if s.item_size_max < 1024 {
+        return Err("-I: Item max size cannot be less than 1024 bytes.".into());
+    }
+    if s.item_size_max > 1024 * 1024 * 1024 {
+        return Err("-I: Cannot set item size limit higher than a gigabyte.".into());
+    }
+    if s.item_size_max as u64 > s.memory_limit_mb * 1024 * 1024 / 2 {
+        return Err("-I: Cannot set item size limit higher than 1/2 of memory max.".into());
+    }
+    Ok(Command::Run(Box::new(s)))
+}
+
+fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
+    for opt in list.split(',').filter(|o| !o.is_empty()) {
+        let (name, value) = match opt.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (opt, None),
+        };
+        let need =
+            |what: &str| value.ok_or_else(|| format!("-o: Missing numeric argument for {what}"));
+        match name {
+            "idle_timeout" => s.idle_timeout_secs = num("-o idle_timeout", need(name)?)?,
+            "hashpower" => {
+                let hp: u8 = num("-o hashpower", need(name)?)?;
+                if hp < 12 {
+                    return Err(format!(
+                        "-o hashpower: Initial hashtable multiplier of {hp} is too low"
+                    ));
+                }
+                if hp > 32 {
+                    return Err(format!(
+                        "-o hashpower: Initial hashtable multiplier of {hp} is too high"
+                    ));
+                }
+                s.hash_power = hp;
+            }
+            "engine" => match value {
+                Some("reference") => {}
+                other => {
+                    return Err(format!(
+                        "-o engine: unknown engine \"{}\" (available: reference)",
+                        other.unwrap_or("")
+                    ))
+                }
+            },
+            _ if IGNORED_SUBOPTIONS.contains(&name) => {}
+            _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
+        }
+    }
+    Ok(())
+}
+
+/// `-h`.
+pub fn usage() -> String {
+    let mut u = String::new();
+    let _ = writeln!(
+        u,
+        "memcrab {} — a memcached-compatible cache server",
+        env!("CARGO_PKG_VERSION")
+    );
+    u.push_str(
+        "\
+-p, --port=<num>          TCP port to listen on (default: 11211)
+-U, --udp-port=<num>      UDP port (default: 0, off; UDP is not supported yet)
+-s, --unix-socket=<file>  UNIX socket to listen on (disables network support)
+-a, --unix-mask=<mask>    access mask for the UNIX socket, in octal (default: 700)
+-l, --listen=<addr>       interfaces to listen on, comma separated, each addr or
+                          addr:port (default: 127.0.0.1; memcached binds all)
+-d, --daemon              run as a daemon
+-m, --memory-limit=<num>  item memory in megabytes (default: 64)
+-M, --disable-evictions   return an error when memory is full instead of evicting
+-c, --conn-limit=<num>    max simultaneous connections (default: 1024)
+-k, --lock-memory         lock down all paged memory (mlockall)
+-v, --verbose             verbose (print errors/warnings); -vv, -vvv more
+-h, --help                print this help and exit
+-i, --license             print the license and exit
+-V, --version             print version and exit
+-P, --pidfile=<file>      save the PID in <file>
+-f, --slab-growth-factor  accepted for compatibility; memcrab has no slab classes
+-n, --slab-min-size       accepted for compatibility; memcrab has no slab classes
+-L, --enable-largepages   accepted for compatibility; no effect
+-D <char>                 stats prefix delimiter (accepted; stats detail is not supported)
+-t, --threads=<num>       worker threads (default: 4)
+-R, --max-reqs-per-event  requests served per connection per event (default: 20)
+-C, --disable-cas         disable use of CAS
+-b, --listen-backlog=<num> listen backlog (default: 1024)
+-B, --protocol=<name>     ascii or auto (binary is not supported yet)
+-I, --max-item-size=<num> max item size, k/m suffix (default: 1m; 1k..1024m, at most -m/2)
+-F, --disable-flush-all   disable flush_all
+-X, --disable-dumping     accepted for compatibility
+-W, --disable-watch       accepted for compatibility
+-A, --enable-shutdown     enable the shutdown command
+-o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
+                          engine=reference; memcached's slab/LRU/crawler tuning
+                          options are accepted and ignored
+",
+    );
+    u
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Settings, String> {
+        match parse(args.iter().map(|s| s.to_string()))? {
+            Command::Run(s) => Ok(*s),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = run(&[]).expect("defaults");
+        assert_eq!(
+            (s.port, s.threads, s.memory_limit_mb, s.max_connections),
+            (11211, 4, 64, 1024)
+        );
+        assert_eq!(s.listen, vec!["127.0.0.1"]);
+        assert_eq!(s.item_size_max, 1 << 20);
+    }
+
+    #[test]
+    fn getopt_forms() {
+        let s = run(&[
+            "-p1234",
+            "-m",
+            "128",
+            "--threads=2",
+            "--conn-limit",
+            "10",
+            "-vvv",
+            "-MC",
+        ])
+        .expect("ok");
+        assert_eq!(
+            (s.port, s.memory_limit_mb, s.threads, s.max_connections),
+            (1234, 128, 2, 10)
+        );
+        assert_eq!(s.verbose, 3);
+        assert!(s.no_evict && !s.use_cas);
+        let s = run(&["-I", "2m", "-o", "idle_timeout=5,hashpower=20,modern"]).expect("ok");
+        assert_eq!(
+            (s.item_size_max, s.idle_timeout_secs, s.hash_power),
+            (2 << 20, 5, 20)
+        );
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let rows: &[(&[&str], &str)] = &[
+            (&["-p", "x"], "-p"),
+            (&["-t", "0"], "-t"),
+            (&["-I", "512"], "-I"),
+            (&["-I", "40m"], "-I"),
+            (&["-m", "1024", "-I", "2000m"], "-I"),
+            (&["-U", "11211"], "-U"),
+            (&["-o", "bogus"], "Illegal suboption"),
+            (&["-o", "hashpower=2"], "hashpower"),
+            (&["-Z"], "'Z'"),
+            (&["--nope"], "--nope"),
+            (&["-p"], "'p'"),
+        ];
+        for (args, want) in rows {
+            let err = run(args).expect_err("must fail");
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+}

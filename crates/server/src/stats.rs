@@ -1,0 +1,325 @@
+//! Request counters, kept per worker so that counting takes no shared lock and no
+//! contended cache line, and summed only when a client asks for `stats`.
+//!
+//! Each worker owns one [`Counters`]; only that worker's thread writes it, with a
+//! relaxed load and store (no read-modify-write instruction is needed for a single
+//! writer). `stats` reads every worker's counters with relaxed loads: a total may
+//! miss requests still in flight, which memcached's totals do too. `stats reset` does
+//! not write to other threads' counters: it records the current totals as a baseline
+//! that later reports subtract.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter written by one thread and read by any.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// Adds `n`. Only the owning worker calls this, so load-then-store cannot lose an
+    /// update; Relaxed suffices because readers need no ordering with other data.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+macro_rules! counters {
+    ($($name:ident),* $(,)?) => {
+        /// One worker's counters, named as memcached's stats.
+        #[derive(Default, Debug)]
+        pub struct Counters {
+            $(pub $name: Counter,)*
+        }
+
+        /// A snapshot or sum of [`Counters`].
+        #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Totals {
+            $(pub $name: u64,)*
+        }
+
+        impl Counters {
+            pub fn snapshot(&self) -> Totals {
+                Totals { $($name: self.$name.get(),)* }
+            }
+        }
+
+        impl Totals {
+            pub fn add(&mut self, o: &Totals) {
+                $(self.$name = self.$name.wrapping_add(o.$name);)*
+            }
+
+            pub fn since(&self, base: &Totals) -> Totals {
+                Totals { $($name: self.$name.wrapping_sub(base.$name),)* }
+            }
+        }
+    };
+}
+
+counters!(
+    cmd_get,
+    cmd_set,
+    cmd_flush,
+    cmd_touch,
+    get_hits,
+    get_misses,
+    get_expired,
+    get_flushed,
+    delete_misses,
+    delete_hits,
+    incr_misses,
+    incr_hits,
+    decr_misses,
+    decr_hits,
+    cas_misses,
+    cas_hits,
+    cas_badval,
+    touch_hits,
+    touch_misses,
+    store_too_large,
+    store_no_memory,
+    idle_kicks,
+    bytes_read,
+    bytes_written,
+);
+
+/// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
+pub fn render(
+    server: &crate::server::Server,
+    sub: Option<&[u8]>,
+    arg: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) {
+    use memcrab_proto::text::reply;
+    let _ = arg;
+    match sub {
+        None => general(server, out),
+        Some(b"reset") => {
+            server.reset_stats();
+            out.extend_from_slice(reply::RESET);
+            return;
+        }
+        Some(b"settings") => settings(server, out),
+        Some(b"items") => items(server, out),
+        Some(b"slabs") => slabs(server, out),
+        Some(b"sizes") => reply::stat(out, "sizes_status", "disabled"),
+        Some(b"conns") => conns(server, out),
+        Some(b"detail") if arg.is_none() => {
+            out.extend_from_slice(reply::STATS_DETAIL_USAGE);
+            return;
+        }
+        _ => {
+            // `stats detail on|off|dump` and `stats cachedump` are not supported.
+            out.extend_from_slice(reply::ERROR);
+            return;
+        }
+    }
+    out.extend_from_slice(reply::END);
+}
+
+fn rusage() -> (String, String) {
+    // SAFETY: getrusage writes only into the zeroed struct we pass, which lives on
+    // our stack for the duration of the call.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    let t = server.totals();
+    let es = server.engine.stats();
+    let clock = server.engine.clock();
+    let (user, system) = rusage();
+    stat(out, "pid", std::process::id());
+    stat(out, "uptime", clock.uptime_secs());
+    stat(out, "time", clock.unix_now());
+    stat(out, "version", crate::server::VERSION);
+    stat(out, "pointer_size", 8 * std::mem::size_of::<usize>());
+    stat(out, "rusage_user", user);
+    stat(out, "rusage_system", system);
+    stat(out, "max_connections", server.settings.max_connections);
+    stat(
+        out,
+        "curr_connections",
+        server.curr_connections.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "total_connections",
+        server.total_connections.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "rejected_connections",
+        server.rejected_connections.load(Ordering::Relaxed),
+    );
+    stat(out, "cmd_get", t.cmd_get);
+    stat(out, "cmd_set", t.cmd_set);
+    stat(out, "cmd_flush", t.cmd_flush);
+    stat(out, "cmd_touch", t.cmd_touch);
+    stat(out, "cmd_meta", 0);
+    stat(out, "get_hits", t.get_hits);
+    stat(out, "get_misses", t.get_misses);
+    stat(out, "get_expired", t.get_expired);
+    stat(out, "get_flushed", t.get_flushed);
+    stat(out, "delete_misses", t.delete_misses);
+    stat(out, "delete_hits", t.delete_hits);
+    stat(out, "incr_misses", t.incr_misses);
+    stat(out, "incr_hits", t.incr_hits);
+    stat(out, "decr_misses", t.decr_misses);
+    stat(out, "decr_hits", t.decr_hits);
+    stat(out, "cas_misses", t.cas_misses);
+    stat(out, "cas_hits", t.cas_hits);
+    stat(out, "cas_badval", t.cas_badval);
+    stat(out, "touch_hits", t.touch_hits);
+    stat(out, "touch_misses", t.touch_misses);
+    stat(out, "store_too_large", t.store_too_large);
+    stat(out, "store_no_memory", t.store_no_memory);
+    stat(out, "auth_cmds", 0);
+    stat(out, "auth_errors", 0);
+    if server.settings.idle_timeout_secs > 0 {
+        stat(out, "idle_kicks", t.idle_kicks);
+    }
+    stat(out, "bytes_read", t.bytes_read);
+    stat(out, "bytes_written", t.bytes_written);
+    stat(out, "limit_maxbytes", es.limit_maxbytes);
+    stat(out, "accepting_conns", u8::from(!server.shutting_down()));
+    stat(out, "threads", server.settings.threads);
+    stat(out, "hash_power_level", es.hash_power_level);
+    stat(out, "hash_bytes", es.hash_bytes);
+    stat(out, "hash_is_expanding", 0);
+    stat(out, "bytes", es.bytes);
+    stat(out, "curr_items", es.curr_items);
+    stat(out, "total_items", es.total_items);
+    stat(out, "expired_unfetched", es.expired_unfetched);
+    stat(out, "evicted_unfetched", es.evicted_unfetched);
+    stat(out, "evictions", es.evictions);
+    stat(out, "reclaimed", es.reclaimed);
+    stat(out, "engine", "reference");
+}
+
+fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    let s = &server.settings;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    stat(out, "maxbytes", server.engine.stats().limit_maxbytes);
+    stat(out, "maxconns", s.max_connections);
+    stat(
+        out,
+        "tcpport",
+        if s.unix_socket.is_some() { 0 } else { s.port },
+    );
+    stat(out, "udpport", s.udp_port);
+    stat(out, "inter", s.listen.join(","));
+    stat(out, "verbosity", server.verbosity.load(Ordering::Relaxed));
+    stat(out, "oldest", 0);
+    stat(out, "evictions", if s.no_evict { "off" } else { "on" });
+    stat(
+        out,
+        "domain_socket",
+        s.unix_socket.as_deref().unwrap_or("NULL"),
+    );
+    stat(out, "umask", format!("{:o}", s.unix_mask));
+    stat(out, "shutdown_command", yes_no(s.shutdown_command));
+    stat(out, "growth_factor", format!("{:.2}", s.growth_factor));
+    stat(out, "chunk_size", s.chunk_size);
+    stat(out, "num_threads", s.threads);
+    stat(out, "num_threads_per_udp", s.threads);
+    stat(out, "stat_key_prefix", s.stat_prefix);
+    stat(out, "detail_enabled", "no");
+    stat(out, "reqs_per_event", s.reqs_per_event);
+    stat(out, "cas_enabled", yes_no(s.use_cas));
+    stat(out, "tcp_backlog", s.backlog);
+    stat(out, "binding_protocol", "ascii");
+    stat(out, "auth_enabled_sasl", "no");
+    stat(out, "auth_enabled_ascii", "no");
+    stat(out, "item_size_max", s.item_size_max);
+    stat(out, "hashpower_init", s.hash_power);
+    stat(out, "flush_enabled", yes_no(s.flush_enabled));
+    stat(out, "idle_timeout", s.idle_timeout_secs);
+    stat(out, "engine", "reference");
+}
+
+/// The reference engine has one item class; it is reported as memcached's class 1.
+fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    let es = server.engine.stats();
+    if es.curr_items == 0 {
+        return;
+    }
+    stat(out, "items:1:number", es.curr_items);
+    stat(out, "items:1:mem_requested", es.bytes);
+    stat(out, "items:1:evicted", es.evictions);
+    stat(out, "items:1:reclaimed", es.reclaimed);
+    stat(out, "items:1:expired_unfetched", es.expired_unfetched);
+    stat(out, "items:1:evicted_unfetched", es.evicted_unfetched);
+}
+
+fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    let es = server.engine.stats();
+    if es.curr_items > 0 {
+        stat(out, "1:used_chunks", es.curr_items);
+        stat(out, "1:mem_requested", es.bytes);
+    }
+    stat(out, "active_slabs", u8::from(es.curr_items > 0));
+    stat(out, "total_malloced", es.bytes);
+}
+
+fn conns(server: &crate::server::Server, out: &mut Vec<u8>) {
+    let now = server.engine.clock().now();
+    let conns = server.conns.lock();
+    for (fd, info) in conns.iter() {
+        let mut put = |name: &str, v: &dyn std::fmt::Display| {
+            memcrab_proto::text::reply::stat(out, &format!("{fd}:{name}"), v)
+        };
+        put("addr", &info.addr);
+        match &info.listen_addr {
+            Some(l) => {
+                put("listen_addr", l);
+                put("state", &"conn_parse_cmd");
+            }
+            None => put("state", &"conn_listening"),
+        }
+        let last = info.last_cmd.load(Ordering::Relaxed);
+        put("secs_since_last_cmd", &now.saturating_sub(last));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_and_baseline() {
+        let a = Counters::default();
+        let b = Counters::default();
+        a.get_hits.add(3);
+        b.get_hits.incr();
+        b.bytes_read.add(100);
+        let mut t = a.snapshot();
+        t.add(&b.snapshot());
+        assert_eq!((t.get_hits, t.bytes_read), (4, 100));
+        let base = t;
+        a.get_hits.incr();
+        let mut t2 = a.snapshot();
+        t2.add(&b.snapshot());
+        assert_eq!(t2.since(&base).get_hits, 1);
+    }
+}

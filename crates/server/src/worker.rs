@@ -1,0 +1,215 @@
+//! A worker thread: one mio event loop serving the connections handed to it, each
+//! for its whole life.
+//!
+//! ```text
+//!   acceptor ──(channel + waker)──► worker 0 ── poll ──► conn.drive() ...
+//!            ──────────────────────► worker 1 ── poll ──► conn.drive() ...
+//! ```
+//!
+//! Connections never move between workers, so a connection's buffers are touched by
+//! one thread only; the engine is the only state workers share on the request path.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+
+use crate::conn::{Conn, Next, Stream};
+use crate::exec::Ctx;
+use crate::server::{ConnInfo, Server};
+
+/// The token of a worker's waker.
+pub const WAKE: Token = Token(usize::MAX);
+/// How long shutdown waits for replies in flight to drain.
+const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
+
+/// A connection handed from the acceptor to a worker.
+pub struct NewConn {
+    pub stream: Stream,
+    pub info: Arc<ConnInfo>,
+}
+
+pub struct Worker {
+    pub id: usize,
+    pub poll: Poll,
+    pub rx: Receiver<NewConn>,
+    pub server: Arc<Server>,
+}
+
+impl Worker {
+    pub fn run(mut self) {
+        let server = Arc::clone(&self.server);
+        let cx = Ctx {
+            server: &server,
+            engine: &*server.engine,
+            counters: &server.counters[self.id],
+        };
+        let mut conns: Vec<Option<Conn>> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        let mut ready: VecDeque<usize> = VecDeque::new();
+        let mut events = Events::with_capacity(1024);
+        let reqs_per_event = server.settings.reqs_per_event;
+        let idle_secs = server.settings.idle_timeout_secs;
+        let mut last_idle_scan = Instant::now();
+
+        loop {
+            let timeout = if !ready.is_empty() {
+                Some(Duration::ZERO)
+            } else if idle_secs > 0 {
+                Some(Duration::from_secs(1))
+            } else {
+                None
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                eprintln!("memcrab: worker {}: poll failed: {e}", self.id);
+                return;
+            }
+            for ev in events.iter() {
+                if ev.token() == WAKE {
+                    while let Ok(nc) = self.rx.try_recv() {
+                        let idx = free.pop().unwrap_or_else(|| {
+                            conns.push(None);
+                            conns.len() - 1
+                        });
+                        let mut conn = Conn::new(nc.stream, nc.info);
+                        if self
+                            .poll
+                            .registry()
+                            .register(
+                                conn.stream().source(),
+                                Token(idx),
+                                Interest::READABLE | Interest::WRITABLE,
+                            )
+                            .is_err()
+                        {
+                            close(&server, conn);
+                            free.push(idx);
+                            continue;
+                        }
+                        conns[idx] = Some(conn);
+                        // Data may already be waiting; the edge may have passed.
+                        ready.push_back(idx);
+                    }
+                    continue;
+                }
+                let idx = ev.token().0;
+                let Some(conn) = conns.get_mut(idx).and_then(Option::as_mut) else {
+                    continue;
+                };
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    conn.set_readable();
+                }
+                self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
+            }
+            for _ in 0..ready.len() {
+                if let Some(idx) = ready.pop_front() {
+                    self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
+                }
+            }
+            if server.shutting_down() {
+                self.shutdown(&cx, &mut conns);
+                return;
+            }
+            if idle_secs > 0 && last_idle_scan.elapsed() >= Duration::from_secs(1) {
+                last_idle_scan = Instant::now();
+                self.kick_idle(&cx, &mut conns, &mut free, idle_secs);
+            }
+        }
+    }
+
+    fn drive(
+        &self,
+        cx: &Ctx<'_>,
+        conns: &mut [Option<Conn>],
+        free: &mut Vec<usize>,
+        ready: &mut VecDeque<usize>,
+        idx: usize,
+        reqs_per_event: usize,
+    ) {
+        let Some(conn) = conns.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
+        match conn.drive(cx, reqs_per_event) {
+            Next::Wait => {}
+            Next::Yield => ready.push_back(idx),
+            Next::Close => {
+                if let Some(mut conn) = conns[idx].take() {
+                    let _ = self.poll.registry().deregister(conn.stream().source());
+                    close(cx.server, conn);
+                    free.push(idx);
+                }
+            }
+        }
+    }
+
+    /// `-o idle_timeout`: closes connections with no command for that long and
+    /// nothing left to send.
+    fn kick_idle(
+        &self,
+        cx: &Ctx<'_>,
+        conns: &mut [Option<Conn>],
+        free: &mut Vec<usize>,
+        idle_secs: u32,
+    ) {
+        let now = cx.engine.clock().now();
+        for (idx, slot) in conns.iter_mut().enumerate() {
+            let idle = slot.as_ref().is_some_and(|c| {
+                !c.has_output()
+                    && now
+                        .saturating_sub(c.info.last_cmd.load(std::sync::atomic::Ordering::Relaxed))
+                        > idle_secs
+            });
+            if idle {
+                if let Some(mut conn) = slot.take() {
+                    let _ = self.poll.registry().deregister(conn.stream().source());
+                    close(cx.server, conn);
+                    free.push(idx);
+                    cx.counters.idle_kicks.incr();
+                }
+            }
+        }
+    }
+
+    /// Sends what each connection has pending, for up to [`SHUTDOWN_FLUSH`], then
+    /// drops them all.
+    fn shutdown(&mut self, cx: &Ctx<'_>, conns: &mut [Option<Conn>]) {
+        let deadline = Instant::now() + SHUTDOWN_FLUSH;
+        let mut events = Events::with_capacity(256);
+        loop {
+            let pending = conns
+                .iter_mut()
+                .flatten()
+                .filter(|c| c.has_output())
+                .map(|c| !c.flush_for_shutdown(cx))
+                .filter(|&left| left)
+                .count();
+            let now = Instant::now();
+            if pending == 0 || now >= deadline {
+                break;
+            }
+            let _ = self.poll.poll(
+                &mut events,
+                Some((deadline - now).min(Duration::from_millis(20))),
+            );
+        }
+        for slot in conns.iter_mut() {
+            if let Some(conn) = slot.take() {
+                close(cx.server, conn);
+            }
+        }
+    }
+}
+
+fn close(server: &Server, conn: Conn) {
+    server.conns.lock().remove(&conn.info.fd);
+    server
+        .curr_connections
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    drop(conn);
+}
