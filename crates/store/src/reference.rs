@@ -140,11 +140,14 @@ impl Shard {
     }
 
     /// memcached's `item_is_flushed` and then the exptime check of `do_item_get`.
+    ///
+    /// One deliberate difference: memcached checks its `oldest_cas` only while
+    /// `oldest_live` is due, so `flush_all` followed by `flush_all 60` brings the
+    /// first flush's items back for a minute. Here an immediate flush is final.
     fn life(&self, idx: u32, e: Epoch) -> Life {
         let s = &self.slots[idx as usize];
-        if e.oldest_live != 0
-            && e.oldest_live <= e.now
-            && (s.time <= e.oldest_live || (self.oldest_cas != 0 && s.cas < self.oldest_cas))
+        if (self.oldest_cas != 0 && s.cas < self.oldest_cas)
+            || (e.oldest_live != 0 && e.oldest_live <= e.now && s.time <= e.oldest_live)
         {
             return Life::Flushed;
         }
