@@ -18,6 +18,8 @@
 
 use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
 
+pub mod client;
+
 /// Longest key memcached accepts (`KEY_MAX_LENGTH`, memcached.h; protocol.txt "Keys").
 pub const KEY_MAX_LEN: usize = 250;
 /// Tokens memcached looks at per tokenizer pass (`MAX_TOKENS`, proto_text.c),
