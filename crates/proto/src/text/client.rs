@@ -66,8 +66,8 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
         b"VALUE" => {
             let mut t = rest.split(|&b| b == b' ').filter(|t| !t.is_empty());
             let key = t.next().ok_or(Malformed)?;
-            let flags = t.next().and_then(|f| safe_strtoull(f)).ok_or(Malformed)?;
-            let len = t.next().and_then(|f| safe_strtoull(f)).ok_or(Malformed)?;
+            let flags = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
+            let len = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
             let cas = match t.next() {
                 Some(c) => Some(safe_strtoull(c).ok_or(Malformed)?),
                 None => None,
