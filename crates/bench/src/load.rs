@@ -9,19 +9,116 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use memcrab_proto::text::client::{encode, parse_reply, Reply};
 use memcrab_proto::text::StoreCmd;
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::workload::{Gen, Workload};
 
+/// A server to connect to.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Target {
+    /// `host:port`, or a path (anything with a `/`) for a unix socket.
+    pub fn parse(s: &str) -> anyhow::Result<Target> {
+        use std::net::ToSocketAddrs;
+        if s.contains('/') {
+            return Ok(Target::Unix(PathBuf::from(s)));
+        }
+        let addr = s
+            .to_socket_addrs()
+            .map_err(|e| anyhow::anyhow!("--server {s}: {e}"))?
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("--server {s}: no address"))?;
+        Ok(Target::Tcp(addr))
+    }
+
+    fn connect(&self) -> io::Result<Stream> {
+        match self {
+            Target::Tcp(a) => {
+                let s = std::net::TcpStream::connect(a)?;
+                s.set_nodelay(true)?;
+                s.set_nonblocking(true)?;
+                Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
+            }
+            Target::Unix(p) => {
+                let s = std::os::unix::net::UnixStream::connect(p)?;
+                s.set_nonblocking(true)?;
+                Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
+            }
+        }
+    }
+
+    /// A blocking connection (for the preload).
+    fn connect_blocking(&self) -> io::Result<Stream> {
+        let s = self.connect()?;
+        match &s {
+            Stream::Tcp(t) => set_blocking(t)?,
+            Stream::Unix(u) => set_blocking(u)?,
+        }
+        Ok(s)
+    }
+}
+
+fn set_blocking(fd: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, reading and then setting its flags.
+    let rc = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+enum Stream {
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+impl Stream {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// One thread's share of a run.
 pub struct Plan {
-    pub targets: Vec<SocketAddr>,
+    pub targets: Vec<Target>,
     pub workload: Workload,
     pub conns: usize,
     pub first_conn: usize,
@@ -80,7 +177,7 @@ struct Pending {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     gen: Gen,
     wbuf: Vec<u8>,
     wpos: usize,
@@ -117,13 +214,10 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
     let value = vec![b'v'; w.value_size.max];
     let mut conns = Vec::with_capacity(plan.conns);
     for i in 0..plan.conns {
-        let target = plan.targets[(plan.first_conn + i) % plan.targets.len()];
-        let std = std::net::TcpStream::connect(target)?;
-        std.set_nodelay(true)?;
-        std.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(std);
+        let target = &plan.targets[(plan.first_conn + i) % plan.targets.len()];
+        let mut stream = target.connect()?;
         poll.registry().register(
-            &mut stream,
+            stream.source(),
             Token(i),
             Interest::READABLE | Interest::WRITABLE,
         )?;
@@ -387,18 +481,16 @@ fn consume(c: &mut Conn, st: &mut Stats) -> io::Result<()> {
 
 /// Stores every key once, pipelined deeply, before a run measures anything.
 pub fn preload(
-    target: SocketAddr,
+    target: &Target,
     w: &Workload,
     first: u64,
     count: u64,
     seed: u64,
 ) -> anyhow::Result<()> {
-    let mut s = std::net::TcpStream::connect(target)?;
-    s.set_nodelay(true)?;
+    let mut s = target.connect_blocking()?;
     let mut gen = Gen::new(w, seed);
     let value = vec![b'v'; w.value_size.max];
     let mut out = Vec::with_capacity(1 << 20);
-    let mut reader = s.try_clone()?;
     let (total, batch) = (count, 512u64);
     let mut sent = 0u64;
     let mut rbuf = vec![0u8; 1 << 16];
@@ -416,7 +508,7 @@ pub fn preload(
         // Read the replies to this batch before sending the next (bounded buffers).
         let mut got = 0u64;
         while got < n {
-            let r = reader.read(&mut rbuf)?;
+            let r = s.read(&mut rbuf)?;
             if r == 0 {
                 anyhow::bail!("preload: server closed the connection");
             }

@@ -83,6 +83,17 @@ pub struct Workload {
     pub conns: usize,
     /// Server memory to start with, in MB, when the bench launches the server.
     pub server_memory_mb: Option<u64>,
+    /// A name for reports (e.g. a sets-then-gets phase).
+    pub label: Option<String>,
+}
+
+impl Workload {
+    pub fn labelled(self, label: &str) -> Self {
+        Workload {
+            label: Some(label.to_string()),
+            ..self
+        }
+    }
 }
 
 impl Default for Workload {
@@ -97,6 +108,7 @@ impl Default for Workload {
             pipeline: 1,
             conns: 50,
             server_memory_mb: None,
+            label: None,
         }
     }
 }

@@ -1,0 +1,357 @@
+//! `compare`: launch servers from command lines, pinned to the server CPUs, and run
+//! the same workload on each in alternating rounds (A B A B ...), so that drift in a
+//! noisy machine hits every server alike. Reports per-metric medians, each server's
+//! ratio to the first, and with `--floor` each server's CPU per request as a
+//! multiple of the do-nothing responder's.
+//!
+//! Every process it starts is in its own process group and is killed by group on
+//! every path: normal end, error, panic, and SIGINT/SIGTERM/SIGHUP.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use crate::load::Target;
+use crate::run::{self, Knobs, Mode, Report};
+
+/// `memcrab-bench compare`.
+#[derive(Args, Clone)]
+pub struct CompareArgs {
+    /// A server command line; `{port}` is replaced by a free port. Repeat for each
+    /// server; the first is the baseline for ratios.
+    #[arg(long = "server-cmd", required = true)]
+    pub server_cmds: Vec<String>,
+    /// Also measure the do-nothing responder and report CPU as a multiple of it.
+    #[arg(long)]
+    pub floor: bool,
+    /// Rounds per server.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// CPUs the servers are pinned to.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub server_cpus: Vec<usize>,
+    /// Write an SVG chart of throughput and latency per server.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub knobs: Knobs,
+}
+
+/// Process groups of the servers running now.
+static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+static HANDLERS: Once = Once::new();
+
+fn kill_group(pgid: i32) {
+    // SAFETY: kill() with a negative pid signals that process group; it touches no
+    // memory of ours.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+fn kill_all() {
+    if let Ok(list) = CHILDREN.lock() {
+        for &pgid in list.iter() {
+            kill_group(pgid);
+        }
+    }
+}
+
+/// Kills the servers on SIGINT/SIGTERM/SIGHUP and on panic.
+fn install_handlers() {
+    HANDLERS.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            kill_all();
+            default(info);
+        }));
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+            std::thread::spawn(move || {
+                if signals.forever().next().is_some() {
+                    kill_all();
+                    std::process::exit(130);
+                }
+            });
+        }
+    });
+}
+
+/// A server started by `compare`; killed (its whole process group) when dropped.
+struct Server {
+    child: Child,
+    pid: u32,
+    port: u16,
+}
+
+impl Server {
+    fn start(cmd: &str, cpus: &[usize]) -> anyhow::Result<Server> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let line = cmd.replace("{port}", &port.to_string());
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(format!("exec {line}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        // SAFETY: the cpu set is built before the fork; the closure runs in the child
+        // between fork and exec and only makes the async-signal-safe
+        // sched_setaffinity syscall.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &cpu in cpus {
+            // SAFETY: CPU_SET writes one bit inside the set on our stack.
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+        }
+        // SAFETY: see above; pre_exec's closure is async-signal-safe.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = c
+            .spawn()
+            .with_context(|| format!("cannot start `{line}`"))?;
+        let pid = child.id();
+        if let Ok(mut list) = CHILDREN.lock() {
+            list.push(pid as i32);
+        }
+        let mut s = Server { child, pid, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_ok() {
+                return Ok(s);
+            }
+            if let Some(status) = s.child.try_wait()? {
+                bail!("`{line}` exited before listening: {status}");
+            }
+            if Instant::now() > deadline {
+                bail!("`{line}` did not listen on port {port} within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        kill_group(self.pid as i32);
+        let _ = self.child.wait();
+        if let Ok(mut list) = CHILDREN.lock() {
+            list.retain(|&p| p != self.pid as i32);
+        }
+    }
+}
+
+/// Medians over rounds for one server.
+pub struct Summary {
+    pub name: String,
+    pub rps: f64,
+    pub cpu_s_per_mreq: f64,
+    pub hit_ratio: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub client_cpu_pct: f64,
+    pub errors: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn summarize(name: &str, rs: &[Report]) -> Summary {
+    let m = |f: &dyn Fn(&Report) -> f64| median(rs.iter().map(f).collect());
+    Summary {
+        name: name.to_string(),
+        rps: m(&|r| r.throughput()),
+        cpu_s_per_mreq: m(&|r| r.server_cpu_s_per_mreq.unwrap_or(0.0)),
+        hit_ratio: m(&|r| r.hit_ratio()),
+        p50: m(&|r| r.p[0] as f64),
+        p90: m(&|r| r.p[1] as f64),
+        p99: m(&|r| r.p[2] as f64),
+        p999: m(&|r| r.p[3] as f64),
+        client_cpu_pct: m(&|r| r.client_cpu_pct),
+        errors: rs.iter().map(|r| r.errors.total()).sum(),
+    }
+}
+
+pub fn main(a: CompareArgs) -> anyhow::Result<()> {
+    if a.knobs.mode != Mode::Mixed {
+        bail!("compare runs the mixed mode only; use `run --mode sets-then-gets` per server");
+    }
+    install_handlers();
+    // Pin this thread first, so every client thread started later inherits it.
+    if let Some(&cpu) = a.knobs.client_cpus.first() {
+        run::pin_to(cpu);
+    }
+    let mut cmds: Vec<(String, String)> = a
+        .server_cmds
+        .iter()
+        .map(|c| {
+            (
+                c.split_whitespace()
+                    .next()
+                    .unwrap_or("server")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("server")
+                    .to_string(),
+                c.clone(),
+            )
+        })
+        .collect();
+    // Name duplicates apart (two memcrab builds, say).
+    for i in 0..cmds.len() {
+        let dup = cmds.iter().filter(|c| c.0 == cmds[i].0).count() > 1;
+        if dup {
+            cmds[i].0 = format!("{}#{}", cmds[i].0, i + 1);
+        }
+    }
+    if a.floor {
+        let me = std::env::current_exe()?.display().to_string();
+        cmds.push(("floor".into(), format!("{me} floor --port {{port}}")));
+    }
+    let mut results: Vec<Vec<Report>> = cmds.iter().map(|_| Vec::new()).collect();
+    for round in 0..a.rounds {
+        for (i, (name, cmd)) in cmds.iter().enumerate() {
+            let server = Server::start(cmd, &a.server_cpus)?;
+            let target = Target::Tcp(SocketAddr::from(([127, 0, 0, 1], server.port)));
+            let mut reports = run::execute(&[target], &a.knobs, Some(server.pid))?;
+            drop(server);
+            let r = reports.remove(0);
+            eprintln!(
+                "round {} {name}: {:.0} req/s, {:.3} CPU-s/Mreq, hit {:.3}, p99 {} us, client CPU {:.0}%",
+                round + 1,
+                r.throughput(),
+                r.server_cpu_s_per_mreq.unwrap_or(0.0),
+                r.hit_ratio(),
+                r.p[2],
+                r.client_cpu_pct
+            );
+            results[i].push(r);
+        }
+    }
+    let sums: Vec<Summary> = cmds
+        .iter()
+        .zip(&results)
+        .map(|((n, _), rs)| summarize(n, rs))
+        .collect();
+    let floor_cpu = a
+        .floor
+        .then(|| sums.last().map(|s| s.cpu_s_per_mreq))
+        .flatten();
+    let workload = results[0]
+        .first()
+        .map(|r| r.workload.clone())
+        .unwrap_or_default();
+    if a.knobs.json {
+        println!("{}", json(&workload, &cmds, &sums, floor_cpu));
+    } else {
+        print!("{}", table(&workload, &sums, floor_cpu));
+    }
+    if let Some(path) = &a.plot {
+        std::fs::write(path, crate::plot::svg(&workload, &sums))
+            .with_context(|| format!("--plot {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+fn table(workload: &str, sums: &[Summary], floor_cpu: Option<f64>) -> String {
+    let base = &sums[0];
+    let mut s = format!(
+        "| {workload} | requests/s | vs {b} | server CPU-s/Mreq | vs {b} | x floor | hit ratio | p50 us | p99 us | p99.9 us | client CPU | errors |\n",
+        b = base.name
+    );
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for x in sums {
+        let fl = floor_cpu
+            .map(|f| format!("{:.2}x", ratio(x.cpu_s_per_mreq, f)))
+            .unwrap_or_else(|| "-".into());
+        s += &format!(
+            "| {} | {:.0} | {:.2}x | {:.3} | {:.2}x | {} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0}% | {} |\n",
+            x.name,
+            x.rps,
+            ratio(x.rps, base.rps),
+            x.cpu_s_per_mreq,
+            ratio(x.cpu_s_per_mreq, base.cpu_s_per_mreq),
+            fl,
+            x.hit_ratio,
+            x.p50,
+            x.p99,
+            x.p999,
+            x.client_cpu_pct,
+            x.errors
+        );
+    }
+    s
+}
+
+fn json(
+    workload: &str,
+    cmds: &[(String, String)],
+    sums: &[Summary],
+    floor_cpu: Option<f64>,
+) -> String {
+    let base = &sums[0];
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let servers: Vec<String> = sums
+        .iter()
+        .zip(cmds)
+        .map(|(x, (_, cmd))| {
+            let fl = floor_cpu
+                .map(|f| format!("{:.4}", ratio(x.cpu_s_per_mreq, f)))
+                .unwrap_or_else(|| "null".into());
+            format!(
+                concat!(
+                    "{{\"name\":\"{}\",\"cmd\":\"{}\",\"throughput_rps\":{:.1},\"server_cpu_s_per_mreq\":{:.4},",
+                    "\"hit_ratio\":{:.6},\"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{}}},",
+                    "\"client_cpu_pct\":{:.1},\"errors\":{},\"throughput_ratio\":{:.4},\"cpu_ratio\":{:.4},",
+                    "\"cpu_floor_multiple\":{}}}"
+                ),
+                esc(&x.name),
+                esc(cmd),
+                x.rps,
+                x.cpu_s_per_mreq,
+                x.hit_ratio,
+                x.p50,
+                x.p90,
+                x.p99,
+                x.p999,
+                x.client_cpu_pct,
+                x.errors,
+                ratio(x.rps, base.rps),
+                ratio(x.cpu_s_per_mreq, base.cpu_s_per_mreq),
+                fl
+            )
+        })
+        .collect();
+    format!(
+        "{{\"workload\":\"{}\",\"servers\":[{}]}}",
+        esc(workload),
+        servers.join(",")
+    )
+}

@@ -1,0 +1,135 @@
+//! The floor: a do-nothing memcached responder. It answers every get key with one
+//! fixed 100-byte value, every storage command with `STORED` and anything else with
+//! `ERROR`, and stores nothing. Measured with the same workloads, it shows what the
+//! machine's kernel and loopback cost per request, so a server's CPU per request can
+//! be read as a multiple of that floor.
+//!
+//! It parses with memcrab-proto like the real server and, like it, answers every
+//! request already buffered with one write, so it is the cheapest a server built
+//! this way can be.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+
+use memcrab_proto::text::{self, Request};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+
+const LISTENER: Token = Token(usize::MAX);
+/// The value every get returns.
+const VALUE: &[u8] = &[b'f'; 100];
+
+struct Conn {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    rend: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+}
+
+/// Serves on `addr` until killed, on the calling thread.
+pub fn serve(addr: SocketAddr) -> anyhow::Result<()> {
+    let mut poll = Poll::new()?;
+    let mut listener = TcpListener::bind(addr)?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let cfg = text::Config::default();
+    loop {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e.into());
+        }
+        for ev in events.iter() {
+            if ev.token() == LISTENER {
+                while let Ok((mut stream, _)) = listener.accept() {
+                    let _ = stream.set_nodelay(true);
+                    let idx = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+                        conns.push(None);
+                        conns.len() - 1
+                    });
+                    poll.registry().register(
+                        &mut stream,
+                        Token(idx),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                    conns[idx] = Some(Conn {
+                        stream,
+                        rbuf: vec![0; 64 * 1024],
+                        rend: 0,
+                        wbuf: Vec::with_capacity(64 * 1024),
+                        wpos: 0,
+                    });
+                }
+                continue;
+            }
+            let idx = ev.token().0;
+            let Some(c) = conns.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            if serve_conn(c, &cfg).is_err() {
+                if let Some(mut c) = conns[idx].take() {
+                    let _ = poll.registry().deregister(&mut c.stream);
+                }
+            }
+        }
+    }
+}
+
+/// Reads what is there, answers every complete request, writes once.
+fn serve_conn(c: &mut Conn, cfg: &text::Config) -> io::Result<()> {
+    loop {
+        if c.rend == c.rbuf.len() {
+            let n = c.rbuf.len() * 2;
+            c.rbuf.resize(n, 0);
+        }
+        let space = c.rbuf.len() - c.rend;
+        let n = match c.stream.read(&mut c.rbuf[c.rend..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        c.rend += n;
+        let mut pos = 0;
+        while let Some((parsed, used)) = text::parse(&c.rbuf[pos..c.rend], cfg) {
+            match parsed {
+                Ok(Request::Get { keys, .. }) => {
+                    for key in keys {
+                        text::reply::value(&mut c.wbuf, key, 0, VALUE, None);
+                    }
+                    c.wbuf.extend_from_slice(text::reply::END);
+                }
+                Ok(Request::Store { noreply, .. }) => {
+                    if !noreply {
+                        c.wbuf.extend_from_slice(text::reply::STORED);
+                    }
+                }
+                _ => c.wbuf.extend_from_slice(text::reply::ERROR),
+            }
+            pos += used;
+        }
+        c.rbuf.copy_within(pos..c.rend, 0);
+        c.rend -= pos;
+        // A short read drained the socket.
+        if n < space {
+            break;
+        }
+    }
+    while c.wpos < c.wbuf.len() {
+        match c.stream.write(&c.wbuf[c.wpos..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => c.wpos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    c.wbuf.clear();
+    c.wpos = 0;
+    Ok(())
+}
