@@ -128,6 +128,10 @@ pub struct Plan {
     pub duration: Duration,
     /// Stop after this many measured requests (closed loop), if set.
     pub requests: Option<u64>,
+    /// In `--requests` mode, the index of this thread's first request across all
+    /// threads: with sequential keys, each connection walks its own slice of the key
+    /// space, so N requests over N keys touch every key exactly once.
+    pub first_request: u64,
     pub seed: u64,
 }
 
@@ -174,6 +178,8 @@ enum Kind {
 struct Pending {
     at: Instant,
     kind: Kind,
+    /// In `--requests` mode: issued inside the window, so it counts when it completes.
+    budgeted: bool,
 }
 
 struct Conn {
@@ -189,6 +195,8 @@ struct Conn {
     values: u32,
     /// Open loop: when the next request is due.
     next_due: Instant,
+    /// `--requests` mode: requests this connection may still issue in the window.
+    quota: Option<u64>,
     /// Keys of the request being encoded, and their spans.
     scratch: Vec<u8>,
     spans: Vec<(usize, usize)>,
@@ -199,12 +207,30 @@ struct Stats {
     out: Outcome,
     start: Instant,
     end: Instant,
+    /// `--requests` mode: requests still to issue inside the window.
+    budget: Option<u64>,
+    /// `--requests` mode: budgeted requests lost with a dead connection.
+    lost: u64,
 }
 
 impl Stats {
-    fn in_window(&self, t: Instant) -> bool {
-        t >= self.start && t < self.end
+    /// Whether a reply completing now, to a request with this flag, is measured: in
+    /// `--requests` mode exactly the budgeted requests are; otherwise those
+    /// completing inside the window.
+    fn measured(&self, budgeted: bool, t: Instant) -> bool {
+        match self.budget {
+            Some(_) => budgeted,
+            None => t >= self.start && t < self.end,
+        }
     }
+}
+
+fn kill(c: &mut Conn, st: &mut Stats) {
+    c.dead = true;
+    st.out.errors.disconnects += 1;
+    st.lost +=
+        c.inflight.iter().filter(|p| p.budgeted).count() as u64 + c.quota.take().unwrap_or(0);
+    c.inflight.clear();
 }
 
 /// Runs one thread's plan to completion.
@@ -213,7 +239,17 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
     let mut poll = Poll::new()?;
     let value = vec![b'v'; w.value_size.max];
     let mut conns = Vec::with_capacity(plan.conns);
+    let mut offset = plan.first_request;
     for i in 0..plan.conns {
+        let quota = plan
+            .requests
+            .map(|n| n / plan.conns as u64 + u64::from((i as u64) < n % plan.conns as u64));
+        let seq_start = if plan.requests.is_some() {
+            offset
+        } else {
+            ((plan.first_conn + i) as u64).wrapping_mul(7919)
+        };
+        offset += quota.unwrap_or(0);
         let target = &plan.targets[(plan.first_conn + i) % plan.targets.len()];
         let mut stream = target.connect()?;
         poll.registry().register(
@@ -227,6 +263,7 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
                 w,
                 plan.seed
                     .wrapping_add((plan.first_conn + i) as u64 * 0x9e37_79b9),
+                seq_start,
             ),
             wbuf: Vec::with_capacity(16 * 1024),
             wpos: 0,
@@ -236,6 +273,7 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
             inflight: VecDeque::new(),
             values: 0,
             next_due: Instant::now(),
+            quota,
             scratch: Vec::new(),
             spans: Vec::new(),
             dead: false,
@@ -258,6 +296,8 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
         },
         start: begin + plan.warmup,
         end: begin + plan.warmup + plan.duration,
+        budget: plan.requests,
+        lost: 0,
     };
     // Spread open-loop start times over one interval so connections do not fire in step.
     if let Some(iv) = interval {
@@ -268,7 +308,10 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
     let mut events = Events::with_capacity(1024);
     loop {
         let now = Instant::now();
-        let done = now >= st.end || plan.requests.is_some_and(|n| st.out.requests >= n);
+        let done = now >= st.end
+            || plan
+                .requests
+                .is_some_and(|n| st.out.requests + st.lost >= n);
         if done {
             if plan.requests.is_some() && now < st.end {
                 st.out.window = now.saturating_duration_since(st.start);
@@ -277,10 +320,9 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
         }
         // Issue what is due.
         for c in conns.iter_mut().filter(|c| !c.dead) {
-            issue(c, w, &value, interval, now);
+            issue(c, w, &value, interval, now, &mut st);
             if flush(c).is_err() {
-                c.dead = true;
-                st.out.errors.disconnects += 1;
+                kill(c, &mut st);
             }
         }
         let timeout = match interval {
@@ -306,13 +348,11 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
                 continue;
             }
             if ev.is_writable() && flush(c).is_err() {
-                c.dead = true;
-                st.out.errors.disconnects += 1;
+                kill(c, &mut st);
                 continue;
             }
             if (ev.is_readable() || ev.is_read_closed()) && receive(c, &mut st).is_err() {
-                c.dead = true;
-                st.out.errors.disconnects += 1;
+                kill(c, &mut st);
             }
         }
         if conns.iter().all(|c| c.dead) {
@@ -325,8 +365,19 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
     Ok(st.out)
 }
 
-fn issue(c: &mut Conn, w: &Workload, value: &[u8], interval: Option<Duration>, now: Instant) {
+fn issue(
+    c: &mut Conn,
+    w: &Workload,
+    value: &[u8],
+    interval: Option<Duration>,
+    now: Instant,
+    st: &mut Stats,
+) {
     while c.inflight.len() < w.pipeline {
+        let in_window = now >= st.start;
+        if in_window && c.quota == Some(0) {
+            break;
+        }
         let at = match interval {
             None => now,
             Some(iv) => {
@@ -358,6 +409,7 @@ fn issue(c: &mut Conn, w: &Workload, value: &[u8], interval: Option<Duration>, n
             c.inflight.push_back(Pending {
                 at,
                 kind: Kind::Get { keys: n as u32 },
+                budgeted: in_window && st.budget.is_some(),
             });
         } else {
             let k = c.gen.key_index();
@@ -376,7 +428,13 @@ fn issue(c: &mut Conn, w: &Workload, value: &[u8], interval: Option<Duration>, n
             c.inflight.push_back(Pending {
                 at,
                 kind: Kind::Set,
+                budgeted: in_window && st.budget.is_some(),
             });
+        }
+        if in_window {
+            if let Some(q) = c.quota.as_mut() {
+                *q -= 1;
+            }
         }
     }
 }
@@ -437,7 +495,7 @@ fn consume(c: &mut Conn, st: &mut Stats) -> io::Result<()> {
             st.out.errors.unexpected += 1;
             continue;
         };
-        let (kind, at) = (head.kind, head.at);
+        let (kind, at, budgeted) = (head.kind, head.at, head.budgeted);
         let finished = match (kind, &reply) {
             (Kind::Get { .. }, Reply::Value { .. }) => {
                 c.values += 1;
@@ -455,7 +513,7 @@ fn consume(c: &mut Conn, st: &mut Stats) -> io::Result<()> {
         }
         c.inflight.pop_front();
         let now = Instant::now();
-        if st.in_window(now) {
+        if st.measured(budgeted, now) {
             let o = &mut st.out;
             o.requests += 1;
             match reply {
@@ -488,7 +546,7 @@ pub fn preload(
     seed: u64,
 ) -> anyhow::Result<()> {
     let mut s = target.connect_blocking()?;
-    let mut gen = Gen::new(w, seed);
+    let mut gen = Gen::new(w, seed, 0);
     let value = vec![b'v'; w.value_size.max];
     let mut out = Vec::with_capacity(1 << 20);
     let (total, batch) = (count, 512u64);

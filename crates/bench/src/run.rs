@@ -275,6 +275,12 @@ fn measure(
     let mut first = 0;
     for t in 0..threads {
         let n = base + usize::from(t < w.conns % threads);
+        // Requests split over threads in proportion to their connections; the
+        // cumulative form makes the shares add up to exactly --requests.
+        let conns_total = w.conns as u64;
+        let share = a
+            .requests
+            .map(|r| r * (first + n) as u64 / conns_total - r * first as u64 / conns_total);
         let rate = a.rate.map(|r| r * n as f64 / w.conns as f64);
         let plan = load::Plan {
             targets: targets.to_vec(),
@@ -284,7 +290,8 @@ fn measure(
             rate,
             warmup: a.warmup,
             duration: a.duration,
-            requests: a.requests.map(|r| r.div_ceil(threads as u64)),
+            requests: share,
+            first_request: a.requests.map_or(0, |r| r * first as u64 / w.conns as u64),
             seed: a.seed.wrapping_add(t as u64 * 1_000_003),
         };
         first += n;

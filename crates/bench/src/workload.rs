@@ -149,7 +149,8 @@ pub struct Gen {
 }
 
 impl Gen {
-    pub fn new(w: &Workload, seed: u64) -> Self {
+    /// A generator; `seq_start` is where sequential keys begin.
+    pub fn new(w: &Workload, seed: u64, seq_start: u64) -> Self {
         let zipf = match w.key_dist {
             KeyDist::Zipf(theta) => Zipf::new(w.keys.max(1) as f64, theta).ok(),
             _ => None,
@@ -157,7 +158,7 @@ impl Gen {
         Gen {
             rng: SmallRng::seed_from_u64(seed),
             zipf,
-            next_seq: seed.wrapping_mul(7919) % w.keys.max(1),
+            next_seq: seq_start % w.keys.max(1),
             w: w.clone(),
             key_buf: Vec::with_capacity(64),
         }
@@ -243,7 +244,7 @@ mod tests {
             key_dist: KeyDist::Zipf(0.99),
             ..Workload::default()
         };
-        let mut g = Gen::new(&w, 1);
+        let mut g = Gen::new(&w, 1, 0);
         let mut counts = [0u32; 10];
         for _ in 0..10_000 {
             counts[g.key_index() as usize] += 1;
