@@ -132,6 +132,9 @@ pub struct Plan {
     /// threads: with sequential keys, each connection walks its own slice of the key
     /// space, so N requests over N keys touch every key exactly once.
     pub first_request: u64,
+    /// Measured completions, for the progress line. Each thread adds its own
+    /// completions once per read (Relaxed: a display counter).
+    pub progress: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pub seed: u64,
 }
 
@@ -306,6 +309,7 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
         }
     }
     let mut events = Events::with_capacity(1024);
+    let mut published = 0u64;
     loop {
         let now = Instant::now();
         let done = now >= st.end
@@ -357,6 +361,13 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
         }
         if conns.iter().all(|c| c.dead) {
             anyhow::bail!("every connection failed");
+        }
+        if st.out.requests > published {
+            plan.progress.fetch_add(
+                st.out.requests - published,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            published = st.out.requests;
         }
     }
     if plan.requests.is_none() {

@@ -1,5 +1,7 @@
 //! `run`: drive servers with a workload and report what was measured.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -190,6 +192,8 @@ pub struct Report {
     pub errors: load::Errors,
     pub p: [u64; 5],
     pub client_cpu_pct: f64,
+    /// The load generator's own CPU-seconds per million requests in the window.
+    pub client_cpu_s_per_mreq: f64,
     pub server_cpu_s_per_mreq: Option<f64>,
 }
 
@@ -259,17 +263,42 @@ fn measure(
             Ok(())
         })?;
     }
-    let cpu0 = self_cpu_secs();
-    let wall0 = Instant::now();
+    // The monitor samples CPU when the window opens, then shows progress once a
+    // second (a live line on a terminal, plain lines otherwise) until told to stop.
+    let progress = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
     let start_at = Instant::now() + a.warmup;
-    let sampler = std::thread::spawn(move || -> anyhow::Result<Option<(f64, f64)>> {
-        let Some(pid) = server_pid else {
-            return Ok(None);
-        };
-        std::thread::sleep(start_at.saturating_duration_since(Instant::now()));
-        let before = proc_cpu_secs(pid)?;
-        Ok(Some((before, 0.0)))
-    });
+    let monitor = {
+        let (progress, stop) = (Arc::clone(&progress), Arc::clone(&stop));
+        std::thread::spawn(move || -> anyhow::Result<(f64, Option<f64>)> {
+            std::thread::sleep(start_at.saturating_duration_since(Instant::now()));
+            let self_before = self_cpu_secs();
+            let server_before = server_pid.map(proc_cpu_secs).transpose()?;
+            // SAFETY: isatty only inspects file descriptor 2.
+            let tty = unsafe { libc::isatty(2) } == 1;
+            let mut last = (Instant::now(), progress.load(Ordering::Relaxed));
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let now = Instant::now();
+                if now.duration_since(last.0) < Duration::from_secs(1) {
+                    continue;
+                }
+                let done = progress.load(Ordering::Relaxed);
+                let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
+                let secs = now.duration_since(start_at).as_secs_f64();
+                if tty {
+                    eprint!("\r\x1b[2K[{secs:5.1}s] {rate:>10.0} ops/s  {done} requests");
+                } else {
+                    eprintln!("[{secs:5.1}s] {rate:.0} ops/s, {done} requests");
+                }
+                last = (now, done);
+            }
+            if tty {
+                eprint!("\r\x1b[2K");
+            }
+            Ok((self_before, server_before))
+        })
+    };
     let mut handles = Vec::new();
     let base = w.conns / threads;
     let mut first = 0;
@@ -290,6 +319,7 @@ fn measure(
             rate,
             warmup: a.warmup,
             duration: a.duration,
+            progress: Arc::clone(&progress),
             requests: share,
             first_request: a.requests.map_or(0, |r| r * first as u64 / w.conns as u64),
             seed: a.seed.wrapping_add(t as u64 * 1_000_003),
@@ -310,15 +340,21 @@ fn measure(
                 .map_err(|_| anyhow::anyhow!("client thread panicked"))??,
         );
     }
-    let server_cpu_before = sampler
+    let window_end = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let (self_before, server_before) = monitor
         .join()
-        .map_err(|_| anyhow::anyhow!("sampler panicked"))??;
-    let server_cpu = match (server_cpu_before, server_pid) {
-        (Some((before, _)), Some(pid)) => Some(proc_cpu_secs(pid)? - before),
+        .map_err(|_| anyhow::anyhow!("monitor panicked"))??;
+    let server_cpu = match (server_before, server_pid) {
+        (Some(before), Some(pid)) => Some(proc_cpu_secs(pid)? - before),
         _ => None,
     };
-    let wall = wall0.elapsed().as_secs_f64();
-    let client_cpu_pct = (self_cpu_secs() - cpu0) / (wall * threads as f64) * 100.0;
+    let client_cpu = self_cpu_secs() - self_before;
+    let window_wall = window_end
+        .saturating_duration_since(start_at)
+        .as_secs_f64()
+        .max(1e-9);
+    let client_cpu_pct = client_cpu / (window_wall * threads as f64) * 100.0;
 
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let mut errors = load::Errors::default();
@@ -351,6 +387,11 @@ fn measure(
         errors,
         p: [q(0.5), q(0.9), q(0.99), q(0.999), hist.max()],
         client_cpu_pct,
+        client_cpu_s_per_mreq: if requests > 0 {
+            client_cpu / requests as f64 * 1e6
+        } else {
+            0.0
+        },
         server_cpu_s_per_mreq: server_cpu.map(|c| {
             if requests > 0 {
                 c / requests as f64 * 1e6
@@ -391,7 +432,7 @@ impl Report {
                 "\"errors\":{},\"errors_by_kind\":{{\"server_error\":{},\"client_error\":{},\"error\":{},",
                 "\"unexpected\":{},\"disconnects\":{}}},",
                 "\"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{}}},",
-                "\"client_threads\":{},\"client_cpu_pct\":{:.1},\"server_cpu_s_per_mreq\":{},",
+                "\"client_threads\":{},\"client_cpu_pct\":{:.1},\"client_cpu_s_per_mreq\":{:.4},\"server_cpu_s_per_mreq\":{},",
                 "\"pipeline\":{},\"multiget\":{},\"conns\":{}}}"
             ),
             self.workload,
@@ -416,6 +457,7 @@ impl Report {
             self.p[4],
             self.threads,
             self.client_cpu_pct,
+            self.client_cpu_s_per_mreq,
             server,
             self.w.pipeline,
             self.w.multiget,
