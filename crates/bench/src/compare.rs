@@ -24,7 +24,7 @@ use crate::run::{self, Knobs, Mode, Report};
 #[derive(Args, Clone)]
 pub struct CompareArgs {
     /// A server command line; `{port}` is replaced by a free port. Repeat for each
-    /// server; the first is the baseline for ratios.
+    /// server; the first is the baseline for ratios. `NAME=CMD` names it in reports.
     #[arg(long = "server-cmd", required = true)]
     pub server_cmds: Vec<String>,
     /// Also measure the do-nothing responder and report CPU as a multiple of it.
@@ -163,6 +163,7 @@ pub struct Summary {
     pub p99: f64,
     pub p999: f64,
     pub client_cpu_pct: f64,
+    pub client_cpu_s_per_mreq: f64,
     pub errors: u64,
 }
 
@@ -187,6 +188,7 @@ fn summarize(name: &str, rs: &[Report]) -> Summary {
         p99: m(&|r| r.p[2] as f64),
         p999: m(&|r| r.p[3] as f64),
         client_cpu_pct: m(&|r| r.client_cpu_pct),
+        client_cpu_s_per_mreq: m(&|r| r.client_cpu_s_per_mreq),
         errors: rs.iter().map(|r| r.errors.total()).sum(),
     }
 }
@@ -203,17 +205,18 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     let mut cmds: Vec<(String, String)> = a
         .server_cmds
         .iter()
-        .map(|c| {
-            (
-                c.split_whitespace()
-                    .next()
-                    .unwrap_or("server")
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or("server")
-                    .to_string(),
-                c.clone(),
-            )
+        .map(|c| match c.split_once('=') {
+            Some((name, cmd)) if !name.is_empty() && !name.contains(' ') && !name.contains('-') => {
+                (name.to_string(), cmd.to_string())
+            }
+            _ => (String::new(), c.clone()),
+        })
+        .map(|(name, c)| {
+            if name.is_empty() {
+                (default_name(&c), c)
+            } else {
+                (name, c)
+            }
         })
         .collect();
     // Name duplicates apart (two memcrab builds, say).
@@ -226,6 +229,9 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     if a.floor {
         let me = std::env::current_exe()?.display().to_string();
         cmds.push(("floor".into(), format!("{me} floor --port {{port}}")));
+    }
+    if cmds.len() < 2 && !a.floor {
+        bail!("compare needs at least two --server-cmd (or one and --floor)");
     }
     let mut results: Vec<Vec<Report>> = cmds.iter().map(|_| Vec::new()).collect();
     for round in 0..a.rounds {
@@ -270,6 +276,15 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(())
+}
+
+/// A command's program name: `/usr/bin/memcached -p 1` → `memcached`.
+fn default_name(cmd: &str) -> String {
+    cmd.split_whitespace()
+        .next()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap_or("server")
+        .to_string()
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -329,7 +344,7 @@ fn json(
                 concat!(
                     "{{\"name\":\"{}\",\"cmd\":\"{}\",\"throughput_rps\":{:.1},\"server_cpu_s_per_mreq\":{:.4},",
                     "\"hit_ratio\":{:.6},\"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{}}},",
-                    "\"client_cpu_pct\":{:.1},\"errors\":{},\"throughput_ratio\":{:.4},\"cpu_ratio\":{:.4},",
+                    "\"client_cpu_pct\":{:.1},\"client_cpu_s_per_mreq\":{:.4},\"errors\":{},\"throughput_ratio\":{:.4},\"cpu_ratio\":{:.4},",
                     "\"cpu_floor_multiple\":{}}}"
                 ),
                 esc(&x.name),
@@ -342,6 +357,7 @@ fn json(
                 x.p99,
                 x.p999,
                 x.client_cpu_pct,
+                x.client_cpu_s_per_mreq,
                 x.errors,
                 ratio(x.rps, base.rps),
                 ratio(x.cpu_s_per_mreq, base.cpu_s_per_mreq),
