@@ -66,6 +66,12 @@ fn main() {
 }
 
 fn run(settings: Settings) -> anyhow::Result<()> {
+    // Catch SIGTERM/SIGINT before anything else, so a signal that arrives during
+    // startup still means "shut down cleanly", not the default abrupt exit.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])?;
     let clock = Arc::new(Clock::new());
     let engine = Arc::new(Reference::new(
         Config {
@@ -140,10 +146,6 @@ fn run(settings: Settings) -> anyhow::Result<()> {
 
     {
         let server = Arc::clone(&server);
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-        ])?;
         thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
