@@ -1,7 +1,7 @@
 //! The one place where a parsed request meets the store: each text-protocol request
 //! becomes engine calls, counter updates and reply bytes, with memcached's replies.
 
-use memcrab_proto::text::{reply, Request, StoreCmd, KEY_MAX_LEN};
+use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{Delta, Engine, Fetch, Mode, StoreResult};
 
 use crate::server::{Server, VERSION};
@@ -51,6 +51,11 @@ pub fn execute(
             let exptime = touch.map(|t| cx.engine.clock().realtime(i64::from(t)));
             let start = out.len();
             for (i, key) in keys.enumerate().skip(*resume) {
+                // Pause between keys (never after the last, so END always follows).
+                if i > *resume && out.len() > out_limit {
+                    *resume = i;
+                    return Flow::Suspend;
+                }
                 if key.len() > KEY_MAX_LEN {
                     // memcached drops what this get produced so far and reports the error.
                     out.truncate(start);
@@ -83,10 +88,6 @@ pub fn execute(
                             c.get_flushed.incr();
                         }
                     }
-                }
-                if out.len() > out_limit {
-                    *resume = i + 1;
-                    return Flow::Suspend;
                 }
             }
             *resume = 0;
@@ -238,11 +239,17 @@ pub fn execute(
             Flow::Next
         }
         Request::Quit => Flow::Quit,
-        Request::Shutdown { .. } => {
+        Request::Shutdown { mode } => {
             if !cx.server.settings.shutdown_command {
                 out.extend_from_slice(reply::SHUTDOWN_DISABLED);
                 return Flow::Next;
             }
+            if mode == ShutdownMode::Invalid {
+                out.extend_from_slice(reply::SHUTDOWN_INVALID_MODE);
+                return Flow::Next;
+            }
+            // Graceful and immediate shutdown both stop accepting and flush what is in
+            // flight; there is no restartable memory to save.
             cx.server.begin_shutdown();
             Flow::Close
         }

@@ -90,6 +90,7 @@ counters!(
     store_too_large,
     store_no_memory,
     idle_kicks,
+    conn_yields,
     bytes_read,
     bytes_written,
 );
@@ -169,6 +170,17 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
         "rejected_connections",
         server.rejected_connections.load(Ordering::Relaxed),
     );
+    let listeners = server
+        .conns
+        .lock()
+        .values()
+        .filter(|c| c.listen_addr.is_none())
+        .count();
+    stat(
+        out,
+        "connection_structures",
+        server.curr_connections.load(Ordering::Relaxed) + listeners,
+    );
     stat(out, "cmd_get", t.cmd_get);
     stat(out, "cmd_set", t.cmd_set);
     stat(out, "cmd_flush", t.cmd_flush);
@@ -200,7 +212,11 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "bytes_written", t.bytes_written);
     stat(out, "limit_maxbytes", es.limit_maxbytes);
     stat(out, "accepting_conns", u8::from(!server.shutting_down()));
+    // memcrab never stops listening: at -c it answers and closes instead.
+    stat(out, "listen_disabled_num", 0);
+    stat(out, "time_in_listen_disabled_us", 0);
     stat(out, "threads", server.settings.threads);
+    stat(out, "conn_yields", t.conn_yields);
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
     stat(out, "hash_is_expanding", 0);
@@ -250,13 +266,16 @@ fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "auth_enabled_sasl", "no");
     stat(out, "auth_enabled_ascii", "no");
     stat(out, "item_size_max", s.item_size_max);
+    // Connections over -c are answered and closed at once: memcached's maxconns_fast.
+    stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", s.hash_power);
     stat(out, "flush_enabled", yes_no(s.flush_enabled));
     stat(out, "idle_timeout", s.idle_timeout_secs);
     stat(out, "engine", "reference");
 }
 
-/// The reference engine has one item class; it is reported as memcached's class 1.
+/// The reference engine has no slab classes: every item is its own allocation. It
+/// is reported as memcached's class 1, whose "chunks" are the items themselves.
 fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
@@ -264,8 +283,13 @@ fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
         return;
     }
     stat(out, "items:1:number", es.curr_items);
+    stat(out, "items:1:age", es.oldest_item_age);
     stat(out, "items:1:mem_requested", es.bytes);
     stat(out, "items:1:evicted", es.evictions);
+    stat(out, "items:1:evicted_nonzero", es.evicted_nonzero);
+    stat(out, "items:1:evicted_time", es.evicted_time);
+    stat(out, "items:1:outofmemory", es.outofmemory);
+    stat(out, "items:1:tailrepairs", 0);
     stat(out, "items:1:reclaimed", es.reclaimed);
     stat(out, "items:1:expired_unfetched", es.expired_unfetched);
     stat(out, "items:1:evicted_unfetched", es.evicted_unfetched);
@@ -274,9 +298,24 @@ fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
 fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
-    if es.curr_items > 0 {
+    let t = server.totals();
+    if let Some(avg) = es.bytes.checked_div(es.curr_items) {
+        stat(out, "1:chunk_size", avg);
+        stat(out, "1:chunks_per_page", 1);
+        stat(out, "1:total_pages", es.curr_items);
+        stat(out, "1:total_chunks", es.curr_items);
         stat(out, "1:used_chunks", es.curr_items);
+        stat(out, "1:free_chunks", 0);
+        stat(out, "1:free_chunks_end", 0);
         stat(out, "1:mem_requested", es.bytes);
+        stat(out, "1:get_hits", t.get_hits);
+        stat(out, "1:cmd_set", t.cmd_set);
+        stat(out, "1:delete_hits", t.delete_hits);
+        stat(out, "1:incr_hits", t.incr_hits);
+        stat(out, "1:decr_hits", t.decr_hits);
+        stat(out, "1:cas_hits", t.cas_hits);
+        stat(out, "1:cas_badval", t.cas_badval);
+        stat(out, "1:touch_hits", t.touch_hits);
     }
     stat(out, "active_slabs", u8::from(es.curr_items > 0));
     stat(out, "total_malloced", es.bytes);

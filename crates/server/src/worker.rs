@@ -137,7 +137,10 @@ impl Worker {
         };
         match conn.drive(cx, reqs_per_event) {
             Next::Wait => {}
-            Next::Yield => ready.push_back(idx),
+            Next::Yield => {
+                cx.counters.conn_yields.incr();
+                ready.push_back(idx);
+            }
             Next::Close => {
                 if let Some(mut conn) = conns[idx].take() {
                     let _ = self.poll.registry().deregister(conn.stream().source());

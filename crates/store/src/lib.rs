@@ -126,6 +126,14 @@ pub struct Stats {
     pub reclaimed: u64,
     pub expired_unfetched: u64,
     pub evicted_unfetched: u64,
+    /// Evicted items that had an exptime.
+    pub evicted_nonzero: u64,
+    /// Seconds between last access and eviction of the most recent evicted item.
+    pub evicted_time: u32,
+    /// Stores refused for lack of memory.
+    pub outofmemory: u64,
+    /// Seconds since the least recently used item was stored or used.
+    pub oldest_item_age: u32,
     pub hash_power_level: u32,
     pub hash_bytes: u64,
 }
@@ -177,6 +185,10 @@ pub trait Engine: Send + Sync {
 
     /// The clock the engine reads.
     fn clock(&self) -> &Clock;
+
+    /// Background upkeep, called about once a second by the server's ticker (frees
+    /// the items of a delayed flush_all once it is due).
+    fn maintain(&self) {}
 }
 
 /// Parses an item's value as memcached's incr/decr do (`safe_strtoull` on the data):

@@ -90,6 +90,9 @@ struct Counters {
     reclaimed: u64,
     expired_unfetched: u64,
     evicted_unfetched: u64,
+    evicted_nonzero: u64,
+    /// (when, seconds since last use) of this shard's latest eviction.
+    last_eviction: (RelTime, u32),
 }
 
 struct Shard {
@@ -292,9 +295,15 @@ impl Shard {
                 }
             }
             Life::Live if evict => {
-                self.counters.evictions += 1;
+                let s = &self.slots[idx as usize];
+                let age = e.now.saturating_sub(s.time);
+                let nonzero = s.exptime != 0;
+                let c = &mut self.counters;
+                c.evictions += 1;
+                c.evicted_nonzero += u64::from(nonzero);
+                c.last_eviction = (e.now, age);
                 if !fetched {
-                    self.counters.evicted_unfetched += 1;
+                    c.evicted_unfetched += 1;
                 }
             }
             Life::Live => return false,
@@ -326,12 +335,18 @@ pub struct Reference {
     used: AtomicU64,
     /// The byte limit (`-m`, changed by `cache_memlimit`). Relaxed: a plain setting.
     limit: AtomicU64,
+    /// flush_all calls so far, and how many of them `maintain` has swept for. Relaxed:
+    /// a sweep that runs twice, or one tick late, is harmless.
+    flush_gen: AtomicU64,
+    swept_gen: AtomicU64,
     /// memcached's `settings.oldest_live` (see [`Epoch`]). Relaxed: written by
     /// flush_all, whose per-shard `oldest_cas` writes are ordered by the shard locks;
     /// a get that races a flush_all may see either side of it, as in memcached.
     oldest_live: AtomicU32,
     evict: bool,
     use_cas: bool,
+    /// Stores refused for lack of memory (Relaxed; a statistic).
+    outofmemory: AtomicU64,
     clock: Arc<Clock>,
 }
 
@@ -348,8 +363,11 @@ impl Reference {
             used: AtomicU64::new(0),
             limit: AtomicU64::new(cfg.limit_bytes),
             oldest_live: AtomicU32::new(0),
+            flush_gen: AtomicU64::new(0),
+            swept_gen: AtomicU64::new(0),
             evict: cfg.evict,
             use_cas: cfg.use_cas,
+            outofmemory: AtomicU64::new(0),
             clock,
         }
     }
@@ -396,6 +414,22 @@ impl Reference {
             }
         }
         true
+    }
+
+    /// Frees every flushed item in every shard, one shard lock at a time.
+    fn sweep_flushed(&self) {
+        let e = self.epoch();
+        for shard in self.shards.iter() {
+            let mut sh = shard.lock();
+            let mut idx = sh.tail;
+            while idx != NIL {
+                let prev = sh.slots[idx as usize].prev;
+                if sh.life(idx, e) == Life::Flushed {
+                    sh.remove(idx, &self.used);
+                }
+                idx = prev;
+            }
+        }
     }
 
     fn unreserve(&self, bytes: u64) {
@@ -522,6 +556,7 @@ impl Engine for Reference {
             }
         }
         if !self.reserve(need, si) {
+            self.outofmemory.fetch_add(1, Ordering::Relaxed);
             if mode == Mode::Set {
                 // memcached drops the old value when a set cannot be stored, so a
                 // reader never sees stale data for a key whose write failed.
@@ -564,12 +599,23 @@ impl Engine for Reference {
             self.unreserve(DELTA_MAX_GROWTH_BYTES);
             return Delta::NonNumeric;
         };
+        let old_len = sh.slots[idx as usize].value().len();
+        if digits.len() <= old_len {
+            // memcached rewrites a counter in place when the new number fits (padded
+            // with spaces by apply_delta): same item, new CAS, no new link.
+            self.unreserve(DELTA_MAX_GROWTH_BYTES);
+            let cas = sh.next_cas();
+            let s = &mut sh.slots[idx as usize];
+            let klen = usize::from(s.klen);
+            s.data[klen..].copy_from_slice(&digits);
+            s.cas = cas;
+            return Delta::Value(n);
+        }
         let (flags, exptime) = {
             let s = &sh.slots[idx as usize];
             (s.flags, s.exptime)
         };
-        let growth =
-            digits.len() as u64 - sh.slots[idx as usize].value().len().min(digits.len()) as u64;
+        let growth = (digits.len() - old_len) as u64;
         self.unreserve(DELTA_MAX_GROWTH_BYTES - growth.min(DELTA_MAX_GROWTH_BYTES));
         let data = make_data(key, &[&digits]);
         // The new item's charge is the old one plus `growth`, which is reserved.
@@ -592,6 +638,10 @@ impl Engine for Reference {
                 sh.oldest_cas = sh.next_seq * SHARDS as u64 + sh.index;
             }
         }
+        // `maintain` frees the flushed items once the flush is due, as memcached's LRU
+        // crawler does within moments; until then a lookup meets them and counts
+        // get_flushed, as in memcached.
+        self.flush_gen.fetch_add(1, Ordering::Relaxed);
     }
 
     fn set_limit(&self, limit_bytes: u64) {
@@ -604,8 +654,20 @@ impl Engine for Reference {
             ..Stats::default()
         };
         let mut buckets = 0u64;
+        let now = self.clock.now();
+        let mut latest_eviction = 0;
         for shard in self.shards.iter() {
             let sh = shard.lock();
+            st.evicted_nonzero += sh.counters.evicted_nonzero;
+            if sh.counters.last_eviction.0 > latest_eviction {
+                latest_eviction = sh.counters.last_eviction.0;
+                st.evicted_time = sh.counters.last_eviction.1;
+            }
+            if sh.tail != NIL {
+                st.oldest_item_age = st
+                    .oldest_item_age
+                    .max(now.saturating_sub(sh.slots[sh.tail as usize].time));
+            }
             st.curr_items += sh.curr_items;
             st.total_items += sh.counters.total_items;
             st.evictions += sh.counters.evictions;
@@ -618,6 +680,7 @@ impl Engine for Reference {
         st.bytes = self.used.load(Ordering::Relaxed);
         st.hash_power_level = 63 - buckets.max(1).leading_zeros();
         st.hash_bytes = buckets * 5;
+        st.outofmemory = self.outofmemory.load(Ordering::Relaxed);
         st
     }
 
@@ -625,10 +688,24 @@ impl Engine for Reference {
         for shard in self.shards.iter() {
             shard.lock().counters = Counters::default();
         }
+        self.outofmemory.store(0, Ordering::Relaxed);
     }
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    fn maintain(&self) {
+        // A flush_all whose time has come: free its items, once.
+        let gen = self.flush_gen.load(Ordering::Relaxed);
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        if gen != self.swept_gen.load(Ordering::Relaxed)
+            && oldest_live != 0
+            && oldest_live <= self.clock.now()
+        {
+            self.swept_gen.store(gen, Ordering::Relaxed);
+            self.sweep_flushed();
+        }
     }
 }
 
@@ -716,8 +793,13 @@ mod tests {
         let e = engine(1 << 20, true);
         e.clock.set(100);
         e.store(Mode::Set, b"a", 0, 0, b"v");
+        e.store(Mode::Set, b"z", 0, 0, b"v");
         e.flush_all(None);
         assert_eq!(e.get(b"a", None, &mut |_| {}), Fetch::Flushed);
+        // maintain() frees the rest, as memcached's crawler would.
+        assert_eq!(e.stats().curr_items, 1);
+        e.maintain();
+        assert_eq!((e.stats().curr_items, e.stats().bytes), (0, 0));
         // Stored in the same second after the flush: live.
         e.store(Mode::Set, b"b", 0, 0, b"v");
         assert!(get(&e, b"b").is_some());
@@ -726,6 +808,14 @@ mod tests {
         assert!(get(&e, b"b").is_some());
         e.clock.set(110);
         assert_eq!(e.get(b"b", None, &mut |_| {}), Fetch::Flushed);
+        // maintain() frees a due delayed flush's items without a lookup.
+        e.store(Mode::Set, b"d", 0, 0, b"v");
+        e.flush_all(Some(115));
+        e.clock.set(115);
+        assert_eq!(e.stats().curr_items, 1);
+        e.maintain();
+        assert_eq!(e.stats().curr_items, 0);
+        e.clock.set(116);
         e.store(Mode::Set, b"c", 0, 0, b"v");
         assert!(get(&e, b"c").is_some());
     }
@@ -734,8 +824,10 @@ mod tests {
     fn incr_decr() {
         let e = engine(1 << 20, true);
         e.store(Mode::Set, b"n", 5, 0, b"10");
+        let total = e.stats().total_items;
         assert_eq!(e.delta(b"n", false, 1), Delta::Value(9));
         assert_eq!(get(&e, b"n").map(|g| g.0), Some(b"9 ".to_vec()));
+        assert_eq!(e.stats().total_items, total, "in place: no new item");
         assert_eq!(e.delta(b"n", true, 91), Delta::Value(100));
         assert_eq!(
             get(&e, b"n").map(|g| (g.0, g.1)),

@@ -15,8 +15,8 @@ struct Item {
     exptime: u32,
     cas: u64,
     time: u32,
-    /// Invalidated by an immediate flush_all (kept until looked up, as the engine
-    /// reports such keys as flushed, not missing).
+    /// Invalidated by a flush_all that was due when issued (the engine reports such
+    /// keys as flushed until its `maintain` frees them, which this test never calls).
     flushed: bool,
 }
 

@@ -138,14 +138,25 @@ pub enum Request<'a> {
         noreply: bool,
     },
     Quit,
+    /// `shutdown [graceful]`. memcached checks `-A` before the mode, so an invalid
+    /// mode is a request too and the server decides the reply.
     Shutdown {
-        graceful: bool,
+        mode: ShutdownMode,
     },
     /// `cache_memlimit <megabytes>`; the server checks the range.
     CacheMemlimit {
         megabytes: u32,
         noreply: bool,
     },
+}
+
+/// The argument of `shutdown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Now,
+    Graceful,
+    /// Anything else: `CLIENT_ERROR invalid shutdown mode` when shutdown is enabled.
+    Invalid,
 }
 
 /// A request line memcached rejects, and how it rejects it.
@@ -165,8 +176,6 @@ pub enum Error {
     /// declared length plus two bytes were consumed; what follows is parsed as the next
     /// command, as in memcached.
     BadDataChunk { noreply: bool },
-    /// `shutdown` with a mode other than `graceful`.
-    InvalidShutdownMode,
     /// `cache_memlimit` with a non-number: memcached answers a plain `ERROR`.
     MemlimitNotNumber { noreply: bool },
     /// Over [`LINE_MAX_NO_NEWLINE`] bytes without a newline and not a get: close.
@@ -201,7 +210,6 @@ impl Error {
                 (b"CLIENT_ERROR invalid numeric delta argument\r\n", noreply)
             }
             Error::BadDataChunk { noreply } => (b"CLIENT_ERROR bad data chunk\r\n", noreply),
-            Error::InvalidShutdownMode => (b"CLIENT_ERROR invalid shutdown mode\r\n", false),
             Error::MemlimitNotNumber { noreply } => (b"ERROR\r\n", noreply),
             Error::LineTooLong | Error::Http => return Action::Close,
         };
@@ -388,7 +396,9 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
         b"flush_all" => want((2..=4).contains(&nt), &|| flush_all(t)),
         b"version" => Done(Ok(Request::Version)),
         b"quit" => Done(Ok(Request::Quit)),
-        b"shutdown" => Done(shutdown(t)),
+        b"shutdown" => Done(Ok(Request::Shutdown {
+            mode: shutdown_mode(t),
+        })),
         b"verbosity" => want(nt == 3 || nt == 4, &|| {
             let noreply = t.noreply();
             match safe_strtoul(t.get(1)) {
@@ -568,11 +578,11 @@ fn flush_all<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
     Ok(Request::FlushAll { delay, noreply })
 }
 
-fn shutdown<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
+fn shutdown_mode(t: &Tokens<'_>) -> ShutdownMode {
     match t.ntokens() {
-        2 => Ok(Request::Shutdown { graceful: false }),
-        3 if t.get(1) == b"graceful" => Ok(Request::Shutdown { graceful: true }),
-        _ => Err(Error::InvalidShutdownMode),
+        2 => ShutdownMode::Now,
+        3 if t.get(1) == b"graceful" => ShutdownMode::Graceful,
+        _ => ShutdownMode::Invalid,
     }
 }
 
@@ -595,6 +605,7 @@ pub mod reply {
     pub const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
     pub const DELTA_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
     pub const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
+    pub const SHUTDOWN_INVALID_MODE: &[u8] = b"CLIENT_ERROR invalid shutdown mode\r\n";
     pub const MEMLIMIT_TOO_SMALL: &[u8] =
         b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n";
     pub const MEMLIMIT_NOT_MEGABYTES: &[u8] =
@@ -939,12 +950,24 @@ mod tests {
             (b"version\r\n", Ok(Request::Version)),
             (b"version junk\r\n", Ok(Request::Version)),
             (b"quit\r\n", Ok(Request::Quit)),
-            (b"shutdown\r\n", Ok(Request::Shutdown { graceful: false })),
+            (
+                b"shutdown\r\n",
+                Ok(Request::Shutdown {
+                    mode: ShutdownMode::Now,
+                }),
+            ),
             (
                 b"shutdown graceful\r\n",
-                Ok(Request::Shutdown { graceful: true }),
+                Ok(Request::Shutdown {
+                    mode: ShutdownMode::Graceful,
+                }),
             ),
-            (b"shutdown now\r\n", Err(Error::InvalidShutdownMode)),
+            (
+                b"shutdown now\r\n",
+                Ok(Request::Shutdown {
+                    mode: ShutdownMode::Invalid,
+                }),
+            ),
             (
                 b"verbosity 1\r\n",
                 Ok(Request::Verbosity {

@@ -1,0 +1,1368 @@
+//! Every classic text-protocol command and every error reply, against the real binary,
+//! asserting exact reply bytes. The expected bytes are memcached 1.6.18's (checked by
+//! running this file with `MEMCRAB_TEST_SERVER=/usr/bin/memcached`).
+//!
+//! The protocol tests run twice, over TCP and over a unix socket (`-s`): the
+//! `transport_tests!` list at the bottom makes a `tcp::` and a `unix::` test of each.
+//! Stats and timing tests run over TCP only.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{cat, store, value, Server};
+
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+const DELETE_USAGE: &[u8] =
+    b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
+const INVALID_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
+const INVALID_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
+const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+const BAD_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
+/// memcached's default `-I` (1 MiB).
+const ITEM_SIZE_MAX: usize = 1024 * 1024;
+/// The largest value memcached's `item_size_ok` accepts under the default `-I` for a
+/// 2-byte key with flags 0: 48 (item header) + 2 + 1 (key NUL) + value + 2 (`\r\n`)
+/// + 8 (CAS) <= 1 MiB.
+const LARGEST_VALUE_KEY2: usize = ITEM_SIZE_MAX - 48 - 2 - 1 - 2 - 8;
+
+fn key(len: usize) -> String {
+    "k".repeat(len)
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs() as i64
+}
+
+// ---------------------------------------------------------------------------------
+// Protocol tests, run over both transports.
+
+fn set_and_get(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "a", 5, 0, b"abc"), b"STORED\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 5, b"abc"), b"END\r\n"]));
+    // Overwrite; an empty value; a value holding protocol bytes.
+    c.call(&store("set", "a", 0, 0, b""), b"STORED\r\n");
+    c.call(b"get a\r\n", b"VALUE a 0 0\r\n\r\nEND\r\n");
+    c.call(&store("set", "a", 0, 0, b"x\r\nEND\r\n"), b"STORED\r\n");
+    c.call(
+        b"get a\r\n",
+        &cat(&[&value("a", 0, b"x\r\nEND\r\n"), b"END\r\n"]),
+    );
+    // gets adds the CAS unique.
+    let cas = c.gets_cas("a");
+    assert_ne!(cas, 0, "CAS is on by default");
+    // A 7th token that is not `noreply` is ignored.
+    c.call(b"set a 0 0 1 junk\r\nz\r\n", b"STORED\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"z"), b"END\r\n"]));
+    // Wrong token counts are ERROR, and no data block is read.
+    c.call(b"set a 0 0\r\n", b"ERROR\r\n");
+    c.call(b"set a 0 0 1 noreply x\r\n", b"ERROR\r\n");
+    c.call(b"set\r\n", b"ERROR\r\n");
+    // Bad numbers are CLIENT_ERROR, and the data line is then a command (ERROR).
+    c.call(b"set a x 0 1\r\nz\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+    c.call(b"set a 0 x 1\r\nz\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+    c.call(b"set a 0 0 x\r\nz\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"z"), b"END\r\n"]));
+}
+
+fn flags_range(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "f", u32::MAX, 0, b"x"), b"STORED\r\n");
+    c.call(b"get f\r\n", b"VALUE f 4294967295 1\r\nx\r\nEND\r\n");
+    // memcached parses flags as an unsigned long and truncates to 32 bits.
+    c.call(b"set f 4294967296 0 1\r\nx\r\n", b"STORED\r\n");
+    c.call(b"get f\r\n", b"VALUE f 0 1\r\nx\r\nEND\r\n");
+    c.call(b"set f 4294967301 0 1\r\nx\r\n", b"STORED\r\n");
+    c.call(b"get f\r\n", b"VALUE f 5 1\r\nx\r\nEND\r\n");
+    c.call(b"set f -1 0 1\r\nx\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+    c.call(
+        b"set f 18446744073709551616 0 1\r\nx\r\n",
+        &cat(&[BAD_FORMAT, b"ERROR\r\n"]),
+    );
+    c.call(b"get f\r\n", b"VALUE f 5 1\r\nx\r\nEND\r\n");
+}
+
+fn add_replace_append_prepend(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("add", "a", 1, 0, b"one"), b"STORED\r\n");
+    c.call(&store("add", "a", 2, 0, b"two"), b"NOT_STORED\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 1, b"one"), b"END\r\n"]));
+
+    c.call(&store("replace", "r", 0, 0, b"x"), b"NOT_STORED\r\n");
+    c.call(b"get r\r\n", b"END\r\n");
+    c.call(&store("replace", "a", 3, 0, b"uno"), b"STORED\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 3, b"uno"), b"END\r\n"]));
+
+    c.call(&store("append", "p", 0, 0, b"x"), b"NOT_STORED\r\n");
+    c.call(&store("prepend", "p", 0, 0, b"x"), b"NOT_STORED\r\n");
+    c.call(b"get p\r\n", b"END\r\n");
+    c.call(&store("set", "p", 7, 0, b"mid"), b"STORED\r\n");
+    // append/prepend keep the item's flags; theirs are ignored.
+    c.call(&store("append", "p", 9, 0, b">>"), b"STORED\r\n");
+    c.call(&store("prepend", "p", 9, 0, b"<<"), b"STORED\r\n");
+    c.call(
+        b"get p\r\n",
+        &cat(&[&value("p", 7, b"<<mid>>"), b"END\r\n"]),
+    );
+    c.call(b"add\r\n", b"ERROR\r\n");
+    c.call(b"append p 0 0\r\n", b"ERROR\r\n");
+}
+
+fn cas_command(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"cas c 0 0 1 1\r\nx\r\n", b"NOT_FOUND\r\n");
+    c.call(&store("set", "c", 0, 0, b"v1"), b"STORED\r\n");
+    let cas = c.gets_cas("c");
+    c.call(
+        format!("cas c 0 0 2 {}\r\nv2\r\n", cas.wrapping_add(1)).as_bytes(),
+        b"EXISTS\r\n",
+    );
+    c.call(b"get c\r\n", &cat(&[&value("c", 0, b"v1"), b"END\r\n"]));
+    c.call(
+        format!("cas c 4 0 2 {cas}\r\nv3\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.call(b"get c\r\n", &cat(&[&value("c", 4, b"v3"), b"END\r\n"]));
+    // The unique changed with the store, so the old one no longer matches.
+    c.call(
+        format!("cas c 0 0 2 {cas}\r\nv4\r\n").as_bytes(),
+        b"EXISTS\r\n",
+    );
+    let cas2 = c.gets_cas("c");
+    assert_ne!(cas, cas2, "a store must change the CAS unique");
+    // Any store changes it, not only cas.
+    c.call(&store("set", "c", 0, 0, b"v5"), b"STORED\r\n");
+    let cas3 = c.gets_cas("c");
+    assert_ne!(cas2, cas3);
+    // Errors.
+    c.call(b"cas c 0 0 1\r\nx\r\n", b"ERROR\r\nERROR\r\n");
+    c.call(b"cas c 0 0 1 x\r\nx\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+    c.call(
+        b"cas c 0 0 1 -1\r\nx\r\n",
+        &cat(&[BAD_FORMAT, b"ERROR\r\n"]),
+    );
+    c.call(b"get c\r\n", &cat(&[&value("c", 0, b"v5"), b"END\r\n"]));
+}
+
+fn get_many_keys(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"get nope\r\n", b"END\r\n");
+    c.call(b"gets nope other\r\n", b"END\r\n");
+    c.call(b"get\r\n", b"ERROR\r\n");
+    c.call(b"gets\r\n", b"ERROR\r\n");
+    // 100 keys (well past memcached's 24-token tokenizer window), every third one
+    // stored, a missing key between each.
+    let keys: Vec<String> = (0..100).map(|i| format!("key{i}")).collect();
+    let mut want = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i % 3 == 0 {
+            c.call(&store("set", k, i as u32, 0, k.as_bytes()), b"STORED\r\n");
+            want.extend_from_slice(&value(k, i as u32, k.as_bytes()));
+        }
+    }
+    want.extend_from_slice(b"END\r\n");
+    c.call(format!("get {}\r\n", keys.join(" ")).as_bytes(), &want);
+    // A key repeated is returned each time; runs of spaces collapse.
+    c.call(
+        b"get key0  key0   key1 key0\r\n",
+        &cat(&[
+            &value("key0", 0, b"key0"),
+            &value("key0", 0, b"key0"),
+            &value("key0", 0, b"key0"),
+            b"END\r\n",
+        ]),
+    );
+}
+
+fn key_length_limit(s: &Server) {
+    let mut c = s.connect();
+    let k250 = key(250);
+    let k251 = key(251);
+    c.call(&store("set", &k250, 0, 0, b"x"), b"STORED\r\n");
+    c.call(
+        format!("get {k250}\r\n").as_bytes(),
+        &cat(&[&value(&k250, 0, b"x"), b"END\r\n"]),
+    );
+    c.call(format!("get {k251}\r\n").as_bytes(), BAD_FORMAT);
+    c.call(format!("gets {k251}\r\n").as_bytes(), BAD_FORMAT);
+    // A long key anywhere in a multi-get: the whole reply is the error, with no
+    // VALUE for the keys before it and no END.
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(format!("get a {k251} a\r\n").as_bytes(), BAD_FORMAT);
+    let mut many: Vec<String> = (0..30).map(|_| "a".to_string()).collect();
+    many.push(k251.clone());
+    c.call(format!("get {}\r\n", many.join(" ")).as_bytes(), BAD_FORMAT);
+    // Storage, delete, incr, touch with a long key.
+    c.call(
+        format!("set {k251} 0 0 1\r\nx\r\n").as_bytes(),
+        &cat(&[BAD_FORMAT, b"ERROR\r\n"]),
+    );
+    c.call(format!("delete {k251}\r\n").as_bytes(), BAD_FORMAT);
+    c.call(format!("incr {k251} 1\r\n").as_bytes(), BAD_FORMAT);
+    c.call(format!("touch {k251} 1\r\n").as_bytes(), BAD_FORMAT);
+    c.call(format!("gat 0 {k251}\r\n").as_bytes(), BAD_FORMAT);
+    c.sync();
+}
+
+fn gat_and_gats(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "g", 3, 0, b"gv"), b"STORED\r\n");
+    c.call(
+        b"gat 100 g nope\r\n",
+        &cat(&[&value("g", 3, b"gv"), b"END\r\n"]),
+    );
+    c.call(b"gat 100 nope\r\n", b"END\r\n");
+    // gats carries the CAS unique, and touching does not change it.
+    let cas = c.gets_cas("g");
+    c.call(
+        b"gats 100 g\r\n",
+        format!("VALUE g 3 2 {cas}\r\ngv\r\nEND\r\n").as_bytes(),
+    );
+    c.call(b"gat x g\r\n", INVALID_EXPTIME);
+    c.call(b"gats x g\r\n", INVALID_EXPTIME);
+    c.call(b"gat 100\r\n", b"END\r\n");
+    c.call(b"gat\r\n", b"ERROR\r\n");
+    // Many keys.
+    let mut line = "gat 0".to_string();
+    for _ in 0..40 {
+        line.push_str(" g nope");
+    }
+    line.push_str("\r\n");
+    let mut want = Vec::new();
+    for _ in 0..40 {
+        want.extend_from_slice(&value("g", 3, b"gv"));
+    }
+    want.extend_from_slice(b"END\r\n");
+    c.call(line.as_bytes(), &want);
+}
+
+fn touch_command(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"touch t 10\r\n", b"NOT_FOUND\r\n");
+    c.call(&store("set", "t", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"touch t 10\r\n", b"TOUCHED\r\n");
+    c.call(b"touch t 0\r\n", b"TOUCHED\r\n");
+    c.call(b"touch t x\r\n", INVALID_EXPTIME);
+    c.call(b"touch t\r\n", b"ERROR\r\n");
+    c.call(b"touch t 1 2 3\r\n", b"ERROR\r\n");
+    c.call(b"get t\r\n", &cat(&[&value("t", 0, b"x"), b"END\r\n"]));
+    // A negative exptime expires the item at once.
+    c.call(b"touch t -1\r\n", b"TOUCHED\r\n");
+    c.call(b"get t\r\n", b"END\r\n");
+}
+
+fn delete_command(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"delete d\r\n", b"NOT_FOUND\r\n");
+    c.call(&store("set", "d", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"delete d\r\n", b"DELETED\r\n");
+    c.call(b"get d\r\n", b"END\r\n");
+    c.call(b"delete d\r\n", b"NOT_FOUND\r\n");
+    // A hold time of 0 is accepted (an old protocol form); anything else is not.
+    c.call(&store("set", "d", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"delete d 0\r\n", b"DELETED\r\n");
+    c.call(&store("set", "d", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"delete d 1\r\n", DELETE_USAGE);
+    c.call(b"delete d x\r\n", DELETE_USAGE);
+    c.call(b"delete d 0 x\r\n", DELETE_USAGE);
+    c.send(b"delete d 1 noreply\r\n");
+    c.sync();
+    c.call(b"delete\r\n", b"ERROR\r\n");
+    c.call(b"delete d 0 noreply x\r\n", b"ERROR\r\n");
+    // None of the errors deleted it.
+    c.call(b"get d\r\n", &cat(&[&value("d", 0, b"x"), b"END\r\n"]));
+    c.send(b"delete d 0 noreply\r\n");
+    c.sync();
+    c.call(b"get d\r\n", b"END\r\n");
+}
+
+fn incr_decr(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"incr n 1\r\n", b"NOT_FOUND\r\n");
+    c.call(b"decr n 1\r\n", b"NOT_FOUND\r\n");
+    c.call(&store("set", "n", 5, 0, b"10"), b"STORED\r\n");
+    // decr rewrites in place: a shorter number is padded with spaces, as memcached.
+    c.call(b"decr n 1\r\n", b"9\r\n");
+    c.call(b"get n\r\n", b"VALUE n 5 2\r\n9 \r\nEND\r\n");
+    c.call(b"incr n 1\r\n", b"10\r\n");
+    c.call(b"get n\r\n", b"VALUE n 5 2\r\n10\r\nEND\r\n");
+    c.call(b"incr n +5\r\n", b"15\r\n");
+    // Growing past the stored length makes a new value.
+    c.call(b"incr n 85\r\n", b"100\r\n");
+    c.call(b"get n\r\n", b"VALUE n 5 3\r\n100\r\nEND\r\n");
+    // decr floors at 0.
+    c.call(b"decr n 1000\r\n", b"0\r\n");
+    c.call(b"get n\r\n", b"VALUE n 5 3\r\n0  \r\nEND\r\n");
+    // incr wraps at 2^64.
+    c.call(
+        &store("set", "w", 0, 0, b"18446744073709551615"),
+        b"STORED\r\n",
+    );
+    c.call(b"incr w 1\r\n", b"0\r\n");
+    c.call(
+        &store("set", "w", 0, 0, b"18446744073709551614"),
+        b"STORED\r\n",
+    );
+    c.call(b"incr w 3\r\n", b"1\r\n");
+    c.call(
+        b"get w\r\n",
+        b"VALUE w 0 20\r\n1                   \r\nEND\r\n",
+    );
+    c.call(b"incr w 18446744073709551615\r\n", b"0\r\n");
+    // Bad deltas.
+    c.call(b"incr w x\r\n", INVALID_DELTA);
+    c.call(b"incr w -1\r\n", INVALID_DELTA);
+    c.call(b"decr w 18446744073709551616\r\n", INVALID_DELTA);
+    c.call(b"incr w\r\n", b"ERROR\r\n");
+    c.call(b"incr\r\n", b"ERROR\r\n");
+    // Non-numeric values.
+    c.call(&store("set", "s", 0, 0, b"abc"), b"STORED\r\n");
+    c.call(b"incr s 1\r\n", NON_NUMERIC);
+    c.call(b"decr s 1\r\n", NON_NUMERIC);
+    c.call(&store("set", "s", 0, 0, b"12a"), b"STORED\r\n");
+    c.call(b"incr s 1\r\n", NON_NUMERIC);
+    c.call(&store("set", "s", 0, 0, b""), b"STORED\r\n");
+    c.call(b"incr s 1\r\n", NON_NUMERIC);
+    c.call(b"get s\r\n", b"VALUE s 0 0\r\n\r\nEND\r\n");
+}
+
+/// Every command that takes `noreply`: nothing comes back, and the marker that
+/// follows gets its own reply first, so the stream is still in sync.
+fn noreply_everywhere(s: &Server) {
+    let mut c = s.connect();
+    let quiet: &[&[u8]] = &[
+        b"set a 1 0 1 noreply\r\nx\r\n",
+        b"add a 0 0 1 noreply\r\ny\r\n",
+        b"add b 0 0 1 noreply\r\nb\r\n",
+        b"replace a 2 0 2 noreply\r\nxx\r\n",
+        b"replace nope 0 0 1 noreply\r\nz\r\n",
+        b"append a 0 0 1 noreply\r\n>\r\n",
+        b"prepend a 0 0 1 noreply\r\n<\r\n",
+        b"append nope 0 0 1 noreply\r\nz\r\n",
+        b"cas a 0 0 1 1 noreply\r\nz\r\n",
+        b"cas nope 0 0 1 1 noreply\r\nz\r\n",
+        b"set n 0 0 1 noreply\r\n5\r\n",
+        b"incr n 10 noreply\r\n",
+        b"decr n 3 noreply\r\n",
+        b"incr nope 1 noreply\r\n",
+        b"incr a 1 noreply\r\n",
+        b"incr n x noreply\r\n",
+        b"touch a 0 noreply\r\n",
+        b"touch nope 0 noreply\r\n",
+        b"touch a x noreply\r\n",
+        b"delete b noreply\r\n",
+        b"delete nope noreply\r\n",
+        b"delete a 1 noreply\r\n",
+        b"verbosity 0 noreply\r\n",
+        b"verbosity x noreply\r\n",
+        b"flush_all x noreply\r\n",
+        b"set f x 0 1 noreply\r\n",
+    ];
+    for req in quiet {
+        c.send(req);
+        c.sync();
+    }
+    // All of them at once, too.
+    c.send(&quiet.concat());
+    c.sync();
+    c.call(
+        b"get a b n\r\n",
+        &cat(&[&value("a", 2, b"<xx>"), &value("n", 0, b"12"), b"END\r\n"]),
+    );
+    let cas = c.gets_cas("a");
+    c.send(format!("cas a 3 0 1 {cas} noreply\r\nc\r\n").as_bytes());
+    c.call(b"get a\r\n", &cat(&[&value("a", 3, b"c"), b"END\r\n"]));
+    c.send(b"flush_all noreply\r\n");
+    c.call(b"get a n\r\n", b"END\r\n");
+    c.send(b"flush_all 0 noreply\r\n");
+    c.sync();
+}
+
+fn flush_all_now(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(&store("set", "b", 0, 0, b"y"), b"STORED\r\n");
+    c.call(b"flush_all\r\n", b"OK\r\n");
+    c.call(b"get a b\r\n", b"END\r\n");
+    // Items stored after the flush are there.
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    c.call(b"flush_all 0\r\n", b"OK\r\n");
+    c.call(b"get a\r\n", b"END\r\n");
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"flush_all -1\r\n", b"OK\r\n");
+    c.call(b"get a\r\n", b"END\r\n");
+    c.call(b"flush_all x\r\n", INVALID_EXPTIME);
+    c.call(b"flush_all 1 2 3\r\n", b"ERROR\r\n");
+    c.send(b"flush_all 0 noreply\r\n");
+    c.sync();
+}
+
+fn version_and_verbosity(s: &Server) {
+    let mut c = s.connect();
+    c.send(b"version\r\n");
+    let line = c.read_line();
+    // memcrab reports the memcached release it implements plus its own version
+    // (`1.6.18-memcrab-x.y.z`); memcached says `VERSION 1.6.18`.
+    assert!(
+        line.starts_with(b"VERSION 1.6.18") && !line[8..].contains(&b' '),
+        "version line {}",
+        common::show(&line)
+    );
+    c.call(b"verbosity 1\r\n", b"OK\r\n");
+    c.call(b"verbosity 5\r\n", b"OK\r\n");
+    c.call(b"verbosity 1 x\r\n", b"OK\r\n");
+    c.call(b"verbosity 0\r\n", b"OK\r\n");
+    c.call(b"verbosity\r\n", b"ERROR\r\n");
+    c.call(b"verbosity 1 2 3\r\n", b"ERROR\r\n");
+    c.call(b"verbosity x\r\n", BAD_FORMAT);
+    c.call(b"verbosity -1\r\n", BAD_FORMAT);
+    c.send(b"verbosity 1 noreply\r\n");
+    c.sync();
+}
+
+fn cache_memlimit(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"cache_memlimit 100\r\n", b"OK\r\n");
+    c.call(
+        b"cache_memlimit 7\r\n",
+        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    );
+    c.call(
+        b"cache_memlimit 0\r\n",
+        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    );
+    c.call(
+        b"cache_memlimit 2000000000\r\n",
+        b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n",
+    );
+    c.call(b"cache_memlimit x\r\n", b"ERROR\r\n");
+    c.call(b"cache_memlimit -1\r\n", b"ERROR\r\n");
+    c.call(b"cache_memlimit\r\n", b"ERROR\r\n");
+    c.send(b"cache_memlimit 64 noreply\r\n");
+    c.sync();
+    c.send(b"cache_memlimit 1 noreply\r\n");
+    c.sync();
+    c.call(b"cache_memlimit 8\r\n", b"OK\r\n");
+    assert_eq!(c.stats("settings")["maxbytes"], "8388608");
+    assert_eq!(c.stats("")["limit_maxbytes"], "8388608");
+    c.call(b"cache_memlimit 64\r\n", b"OK\r\n");
+    assert_eq!(c.stats("")["limit_maxbytes"], "67108864");
+}
+
+fn quit_closes(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"quit\r\n", b"");
+    c.expect_closed();
+    // Replies before a quit in the same write are delivered; nothing after it runs.
+    let mut c = s.connect();
+    c.call(&store("set", "q", 0, 0, b"1"), b"STORED\r\n");
+    c.send(b"get q\r\nquit\r\nincr q 1\r\n");
+    c.expect(&cat(&[&value("q", 0, b"1"), b"END\r\n"]));
+    c.expect_closed();
+    let mut c = s.connect();
+    c.call(b"get q\r\n", &cat(&[&value("q", 0, b"1"), b"END\r\n"]));
+}
+
+fn unknown_commands(s: &Server) {
+    let mut c = s.connect();
+    for line in [
+        &b"bogus\r\n"[..],
+        b"foo bar baz\r\n",
+        b"\r\n",
+        b"x\r\n",
+        b"GET a\r\n",
+        b"sett a 0 0 1\r\n",
+        b"gett a\r\n",
+        b"get\ta\r\n",
+        b"get\0 a\r\n",
+        b"stats_bogus\r\n",
+    ] {
+        c.call(line, b"ERROR\r\n");
+    }
+    c.sync();
+}
+
+fn shutdown_not_enabled(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"shutdown\r\n", b"ERROR: shutdown not enabled\r\n");
+    c.call(b"shutdown graceful\r\n", b"ERROR: shutdown not enabled\r\n");
+    // memcached checks -A before it looks at the mode.
+    c.call(b"shutdown now\r\n", b"ERROR: shutdown not enabled\r\n");
+    c.sync();
+}
+
+fn bad_data_chunk(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "a", 0, 0, b"old"), b"STORED\r\n");
+    // memcached consumes the declared length plus two bytes ("ab\r"), answers bad
+    // data chunk, and parses what follows: the lone "\n" is an empty command.
+    c.call(
+        b"set a 0 0 1\r\nab\r\nget a\r\n",
+        &cat(&[BAD_CHUNK, b"ERROR\r\n", &value("a", 0, b"old"), b"END\r\n"]),
+    );
+    // Three bytes "xyg" are consumed; "et a" is then an unknown command.
+    c.call(
+        b"set a 0 0 1\r\nxyget a\r\n",
+        &cat(&[BAD_CHUNK, b"ERROR\r\n"]),
+    );
+    // Data ending in "\n" alone is a bad chunk too.
+    c.call(b"set a 0 0 1\r\nx\n\r\n", &cat(&[BAD_CHUNK, b"ERROR\r\n"]));
+    // Under noreply the CLIENT_ERROR is not sent; the stray line still is parsed.
+    c.call(b"set a 0 0 1 noreply\r\nab\r\n", b"ERROR\r\n");
+    c.sync();
+}
+
+fn negative_length(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"set a 0 0 -1\r\n", BAD_FORMAT);
+    c.call(b"x\r\n", b"ERROR\r\n");
+    c.send(b"set a 0 0 -1 noreply\r\n");
+    c.sync();
+    // Larger than memcached's INT_MAX - 2.
+    c.call(b"set a 0 0 2147483646\r\n", BAD_FORMAT);
+    c.call(b"get a\r\n", b"END\r\n");
+}
+
+fn too_large_is_swallowed(s: &Server) {
+    let mut c = s.connect();
+    // A value made of requests proves it is swallowed, not parsed.
+    let junk_line = b"set x 0 0 1\r\ny\r\n";
+    let mut big = Vec::new();
+    while big.len() <= ITEM_SIZE_MAX {
+        big.extend_from_slice(junk_line);
+    }
+    c.call(&store("set", "a", 0, 0, b"old"), b"STORED\r\n");
+    // set: the error, the data swallowed, and the old value gone (memcached unlinks
+    // it so a failed set never leaves a stale value readable).
+    c.call(&store("set", "a", 0, 0, &big), TOO_LARGE);
+    c.call(b"get a x\r\n", b"END\r\n");
+    // add/replace/append keep the old value.
+    c.call(&store("set", "b", 0, 0, b"old"), b"STORED\r\n");
+    for cmd in ["add", "replace", "append", "prepend"] {
+        c.call(&store(cmd, "b", 0, 0, &big), TOO_LARGE);
+    }
+    c.send(format!("cas b 0 0 {} 1\r\n", big.len()).as_bytes());
+    c.send(&big);
+    c.call(b"\r\n", TOO_LARGE);
+    c.call(b"get b x\r\n", &cat(&[&value("b", 0, b"old"), b"END\r\n"]));
+    // noreply: nothing comes back, the data is still swallowed.
+    let mut req = format!("set b 0 0 {} noreply\r\n", big.len()).into_bytes();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    c.send(&req);
+    c.call(b"get b x\r\n", b"END\r\n");
+    // The data arriving in pieces, after the line, is swallowed as it comes.
+    c.send(format!("set c 0 0 {}\r\n", big.len()).as_bytes());
+    c.send(&big[..1000]);
+    c.send(&big[1000..]);
+    c.call(b"\r\n", TOO_LARGE);
+    c.sync();
+    // The boundary: memcached's item_size_ok counts its item header, the key, CAS.
+    let fits = vec![b'v'; LARGEST_VALUE_KEY2];
+    c.call(&store("set", "bb", 0, 0, &fits), b"STORED\r\n");
+    let over = vec![b'v'; LARGEST_VALUE_KEY2 + 1];
+    c.call(&store("set", "bb", 0, 0, &over), TOO_LARGE);
+    c.call(b"get bb\r\n", b"END\r\n");
+}
+
+fn long_lines(s: &Server) {
+    // Over 2048 bytes without a newline, not a get: closed without a reply.
+    let mut c = s.connect();
+    c.send(&vec![b'x'; 3000]);
+    c.expect_closed();
+    let mut c = s.connect();
+    c.send(format!("set {}", "k".repeat(3000)).as_bytes());
+    c.expect_closed();
+    // In two writes.
+    let mut c = s.connect();
+    c.send(&vec![b'x'; 2000]);
+    c.send(&[b'y'; 100]);
+    c.expect_closed();
+    // Exactly 2048 is still waited for.
+    let mut c = s.connect();
+    c.send(&vec![b'x'; 2048]);
+    c.call(b"\r\n", b"ERROR\r\n");
+    // A long get line is waited for.
+    let mut c = s.connect();
+    c.call(&store("set", "k", 0, 0, b"v"), b"STORED\r\n");
+    let keys = "k ".repeat(1500);
+    c.send(format!("get {keys}").as_bytes());
+    let mut want = Vec::new();
+    for _ in 0..1501 {
+        want.extend_from_slice(&value("k", 0, b"v"));
+    }
+    want.extend_from_slice(b"END\r\n");
+    c.call(b"k\r\n", &want);
+    let mut c = s.connect();
+    c.send(format!("gets {}", "nope ".repeat(1000)).as_bytes());
+    c.call(b"\r\n", b"END\r\n");
+}
+
+fn http_closes(s: &Server) {
+    for line in [
+        &b"GET / HTTP/1.1\r\n"[..],
+        b"POST /x HTTP/1.0\r\n",
+        b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let mut c = s.connect();
+        c.send(line);
+        c.expect_closed();
+    }
+}
+
+fn bare_newlines(s: &Server) {
+    let mut c = s.connect();
+    c.call(b"set a 0 0 1\nx\r\n", b"STORED\r\n");
+    c.call(b"get a\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    c.call(b"incr a 1\n", NON_NUMERIC);
+    c.call(b"delete a\ndelete a\n", b"DELETED\r\nNOT_FOUND\r\n");
+    // The data block itself must end in \r\n.
+    c.call(b"set a 0 0 1\nx\nget a\n", &cat(&[BAD_CHUNK, b"ERROR\r\n"]));
+    c.call(b"get a\n", b"END\r\n");
+}
+
+fn exptime_in_the_past(s: &Server) {
+    let mut c = s.connect();
+    c.call(&store("set", "neg", 0, -1, b"x"), b"STORED\r\n");
+    c.call(b"get neg\r\n", b"END\r\n");
+    // Over 30 days is an absolute unix time; these are in the past.
+    c.call(&store("set", "abs", 0, 1_000_000_000, b"x"), b"STORED\r\n");
+    c.call(b"get abs\r\n", b"END\r\n");
+    c.call(
+        &store("set", "abs", 0, unix_now() - 10, b"x"),
+        b"STORED\r\n",
+    );
+    c.call(b"get abs\r\n", b"END\r\n");
+    c.call(&store("set", "rel", 0, 100, b"x"), b"STORED\r\n");
+    c.call(
+        &store("set", "fut", 0, unix_now() + 3600, b"x"),
+        b"STORED\r\n",
+    );
+    c.call(
+        b"get rel fut\r\n",
+        &cat(&[&value("rel", 0, b"x"), &value("fut", 0, b"x"), b"END\r\n"]),
+    );
+    c.call(b"touch rel -1\r\n", b"TOUCHED\r\n");
+    c.call(
+        b"gat -1 fut\r\n",
+        &cat(&[&value("fut", 0, b"x"), b"END\r\n"]),
+    );
+    c.call(b"get rel fut\r\n", b"END\r\n");
+    c.call(b"set bad 0 x 1\r\nx\r\n", &cat(&[BAD_FORMAT, b"ERROR\r\n"]));
+}
+
+macro_rules! transport_tests {
+    ($($name:ident),* $(,)?) => {
+        mod tcp {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&super::Server::tcp(&[]));
+                }
+            )*
+        }
+        mod unix {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&super::Server::unix(&[]));
+                }
+            )*
+        }
+    };
+}
+
+transport_tests!(
+    set_and_get,
+    flags_range,
+    add_replace_append_prepend,
+    cas_command,
+    get_many_keys,
+    key_length_limit,
+    gat_and_gats,
+    touch_command,
+    delete_command,
+    incr_decr,
+    noreply_everywhere,
+    flush_all_now,
+    version_and_verbosity,
+    cache_memlimit,
+    quit_closes,
+    unknown_commands,
+    shutdown_not_enabled,
+    bad_data_chunk,
+    negative_length,
+    too_large_is_swallowed,
+    long_lines,
+    http_closes,
+    bare_newlines,
+    exptime_in_the_past,
+);
+
+// ---------------------------------------------------------------------------------
+// Stats, over TCP.
+
+/// memcached's general-purpose stats that dashboards and exporters read
+/// (protocol.txt "General-purpose statistics"; the memcached Prometheus exporter and
+/// Telegraf's plugin). Internals of memcached's slab mover, LRU crawler, logger and
+/// proxy are left out: memcrab has none of those machines.
+const GENERAL_STATS: &[&str] = &[
+    "pid",
+    "uptime",
+    "time",
+    "version",
+    "pointer_size",
+    "rusage_user",
+    "rusage_system",
+    "max_connections",
+    "curr_connections",
+    "total_connections",
+    "rejected_connections",
+    "connection_structures",
+    "cmd_get",
+    "cmd_set",
+    "cmd_flush",
+    "cmd_touch",
+    "get_hits",
+    "get_misses",
+    "get_expired",
+    "get_flushed",
+    "delete_misses",
+    "delete_hits",
+    "incr_misses",
+    "incr_hits",
+    "decr_misses",
+    "decr_hits",
+    "cas_misses",
+    "cas_hits",
+    "cas_badval",
+    "touch_hits",
+    "touch_misses",
+    "store_too_large",
+    "store_no_memory",
+    "auth_cmds",
+    "auth_errors",
+    "bytes_read",
+    "bytes_written",
+    "limit_maxbytes",
+    "accepting_conns",
+    "listen_disabled_num",
+    "threads",
+    "conn_yields",
+    "hash_power_level",
+    "hash_bytes",
+    "hash_is_expanding",
+    "bytes",
+    "curr_items",
+    "total_items",
+    "expired_unfetched",
+    "evicted_unfetched",
+    "evictions",
+    "reclaimed",
+];
+
+fn missing<'a>(have: &[(String, String)], want: &[&'a str]) -> Vec<&'a str> {
+    want.iter()
+        .copied()
+        .filter(|w| !have.iter().any(|(n, _)| n == w))
+        .collect()
+}
+
+#[test]
+fn stats_has_memcached_fields() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let st = c.stats_list("");
+    assert_eq!(
+        missing(&st, GENERAL_STATS),
+        Vec::<&str>::new(),
+        "missing general stats"
+    );
+    let map: std::collections::HashMap<_, _> = st.into_iter().collect();
+    assert_eq!(map["pid"], s.pid().to_string());
+    assert_eq!(map["pointer_size"], "64");
+    assert_eq!(map["limit_maxbytes"], (64u64 << 20).to_string());
+    assert_eq!(map["threads"], "4");
+    assert_eq!(map["max_connections"], "1024");
+    assert_eq!(map["accepting_conns"], "1");
+    assert!(map["version"].starts_with("1.6.18"), "{}", map["version"]);
+    let now = unix_now();
+    let t: i64 = map["time"].parse().expect("time");
+    assert!((t - now).abs() <= 2, "STAT time {t}, now {now}");
+    for tv in ["rusage_user", "rusage_system"] {
+        let v = &map[tv];
+        let (sec, usec) = v.split_once('.').expect("seconds.micros");
+        assert!(
+            sec.parse::<u64>().is_ok() && usec.len() == 6 && usec.parse::<u64>().is_ok(),
+            "{tv} {v}"
+        );
+    }
+}
+
+/// The counters a fixed sequence of commands leaves, as memcached counts them.
+#[test]
+fn stats_counters_move() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let want_zero = c.stats("");
+    for name in [
+        "cmd_get",
+        "cmd_set",
+        "get_hits",
+        "curr_items",
+        "total_items",
+    ] {
+        assert_eq!(want_zero[name], "0", "{name} on a fresh server");
+    }
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(&store("set", "b", 0, 0, b"1"), b"STORED\r\n");
+    c.call(
+        b"get a b c\r\n",
+        &cat(&[&value("a", 0, b"x"), &value("b", 0, b"1"), b"END\r\n"]),
+    );
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    c.call(b"delete a\r\n", b"DELETED\r\n");
+    c.call(b"delete a\r\n", b"NOT_FOUND\r\n");
+    c.call(b"incr b 1\r\n", b"2\r\n");
+    c.call(b"incr z 1\r\n", b"NOT_FOUND\r\n");
+    c.call(b"decr b 1\r\n", b"1\r\n");
+    c.call(b"decr z 1\r\n", b"NOT_FOUND\r\n");
+    let cas = c.gets_cas("b");
+    c.call(
+        format!("cas b 0 0 1 {}\r\nx\r\n", cas.wrapping_add(1)).as_bytes(),
+        b"EXISTS\r\n",
+    );
+    c.call(
+        format!("cas b 0 0 1 {cas}\r\n7\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.call(b"cas zz 0 0 1 1\r\nx\r\n", b"NOT_FOUND\r\n");
+    c.call(b"touch b 100\r\n", b"TOUCHED\r\n");
+    c.call(b"touch zz 100\r\n", b"NOT_FOUND\r\n");
+    c.call(
+        b"gat 100 b zz\r\n",
+        &cat(&[&value("b", 0, b"7"), b"END\r\n"]),
+    );
+    // In one write, so that memcached's background LRU maintainer cannot reclaim the
+    // dead items before the gets see them (it would count plain misses).
+    c.call(
+        &cat(&[&store("set", "e", 0, -1, b"x"), b"get e\r\n"]),
+        b"STORED\r\nEND\r\n",
+    );
+    c.call(
+        &cat(&[&store("set", "f", 0, 0, b"x"), b"flush_all\r\nget b f\r\n"]),
+        b"STORED\r\nOK\r\nEND\r\n",
+    );
+    c.call(&store("set", "g", 0, 0, b"x"), b"STORED\r\n");
+    c.call(&store("set", "h", 0, 0, b"x"), b"STORED\r\n");
+    c.call(
+        &store("set", "big", 0, 0, &vec![b'x'; ITEM_SIZE_MAX]),
+        TOO_LARGE,
+    );
+    let st = c.stats("");
+    let want: &[(&str, u64)] = &[
+        ("cmd_get", 8),
+        ("cmd_set", 9),
+        ("cmd_flush", 1),
+        ("cmd_touch", 4),
+        ("get_hits", 4),
+        ("get_misses", 4),
+        ("get_expired", 1),
+        ("get_flushed", 2),
+        ("delete_hits", 1),
+        ("delete_misses", 1),
+        ("incr_hits", 1),
+        ("incr_misses", 1),
+        ("decr_hits", 1),
+        ("decr_misses", 1),
+        ("cas_hits", 1),
+        ("cas_misses", 1),
+        ("cas_badval", 1),
+        ("touch_hits", 2),
+        ("touch_misses", 2),
+        ("store_too_large", 1),
+        ("store_no_memory", 0),
+        ("curr_items", 2),
+        ("evictions", 0),
+    ];
+    let got: Vec<(&str, u64)> = want
+        .iter()
+        .map(|(n, _)| {
+            let v = st.get(*n).unwrap_or_else(|| panic!("no STAT {n}"));
+            (*n, v.parse().expect("number"))
+        })
+        .collect();
+    assert_eq!(got, want);
+    let bytes: u64 = st["bytes"].parse().expect("bytes");
+    assert!(bytes > 0, "bytes {bytes} with 2 items");
+
+    // Connection counters move with connections.
+    let total = c.stat("total_connections");
+    let curr = c.stat("curr_connections");
+    let mut other = s.connect();
+    other.sync();
+    assert_eq!(c.stat("total_connections"), total + 1);
+    assert_eq!(c.stat("curr_connections"), curr + 1);
+    drop(other);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.stat("curr_connections") != curr {
+        assert!(Instant::now() < deadline, "curr_connections did not drop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Bytes move with requests and replies.
+    let read = c.stat("bytes_read");
+    let written = c.stat("bytes_written");
+    c.call(b"get nothing-at-all-here\r\n", b"END\r\n");
+    assert!(c.stat("bytes_read") >= read + 25);
+    assert!(c.stat("bytes_written") >= written + 5);
+}
+
+/// memcached counts an item each time one is linked: an incr/decr that rewrites the
+/// value in place (the new number fits) links nothing; one that grows it does.
+#[test]
+fn stats_total_items_counts_links() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(&store("set", "n", 0, 0, b"1"), b"STORED\r\n");
+    c.call(&store("set", "n", 0, 0, b"1"), b"STORED\r\n");
+    assert_eq!(c.stat("total_items"), 2);
+    c.call(b"incr n 1\r\n", b"2\r\n");
+    c.call(b"decr n 1\r\n", b"1\r\n");
+    assert_eq!(c.stat("total_items"), 2, "in-place incr/decr link nothing");
+    c.call(b"incr n 100\r\n", b"101\r\n");
+    assert_eq!(c.stat("total_items"), 3, "a longer number is a new item");
+    c.call(&store("append", "n", 0, 0, b"0"), b"STORED\r\n");
+    assert_eq!(c.stat("total_items"), 4);
+    c.call(b"touch n 100\r\n", b"TOUCHED\r\n");
+    c.call(b"delete n\r\n", b"DELETED\r\n");
+    assert_eq!(c.stat("total_items"), 4);
+    assert_eq!(c.stat("curr_items"), 0);
+}
+
+#[test]
+fn stats_reset_zeroes_counters() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"get a b\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    c.call(b"delete b\r\n", b"NOT_FOUND\r\n");
+    c.call(b"incr a 1\r\n", NON_NUMERIC);
+    c.call(b"touch a 0\r\n", b"TOUCHED\r\n");
+    c.call(b"flush_all 1000\r\n", b"OK\r\n");
+    assert_eq!(c.stat("cmd_get"), 2);
+    c.call(b"stats reset\r\n", b"RESET\r\n");
+    let st = c.stats("");
+    for name in [
+        "cmd_get",
+        "cmd_set",
+        "cmd_flush",
+        "cmd_touch",
+        "get_hits",
+        "get_misses",
+        "delete_misses",
+        "touch_hits",
+        "total_items",
+        "total_connections",
+        "evictions",
+    ] {
+        assert_eq!(st[name], "0", "{name} after stats reset");
+    }
+    // Gauges are not counters: they stay.
+    assert_eq!(st["curr_items"], "1");
+    assert_eq!(st["curr_connections"], "1");
+    // And counting starts again.
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    assert_eq!(c.stat("get_hits"), 1);
+}
+
+#[test]
+fn stats_subcommand_errors() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(b"stats bogus\r\n", b"ERROR\r\n");
+    c.call(b"stats bogus x\r\n", b"ERROR\r\n");
+    c.call(b"stats noreply\r\n", b"ERROR\r\n");
+    c.call(
+        b"stats detail\r\n",
+        b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    );
+    c.call(b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n");
+    c.sync();
+}
+
+#[test]
+fn stats_settings_reflect_flags() {
+    let s = Server::tcp(&[
+        "-m",
+        "32",
+        "-c",
+        "100",
+        "-I",
+        "2m",
+        "-t",
+        "2",
+        "-R",
+        "5",
+        "-b",
+        "512",
+        "-M",
+        "-C",
+        "-A",
+        "-o",
+        "idle_timeout=7",
+    ]);
+    let mut c = s.connect();
+    let st = c.stats_list("settings");
+    // The names protocol.txt documents for settings memcrab has.
+    let names = [
+        "maxbytes",
+        "maxconns",
+        "tcpport",
+        "udpport",
+        "inter",
+        "verbosity",
+        "oldest",
+        "evictions",
+        "domain_socket",
+        "umask",
+        "shutdown_command",
+        "growth_factor",
+        "chunk_size",
+        "num_threads",
+        "stat_key_prefix",
+        "detail_enabled",
+        "reqs_per_event",
+        "cas_enabled",
+        "tcp_backlog",
+        "binding_protocol",
+        "auth_enabled_sasl",
+        "item_size_max",
+        "maxconns_fast",
+        "hashpower_init",
+        "flush_enabled",
+        "idle_timeout",
+    ];
+    let map: std::collections::HashMap<_, _> = st.iter().cloned().collect();
+    let want: &[(&str, &str)] = &[
+        ("maxbytes", "33554432"),
+        ("maxconns", "100"),
+        ("udpport", "0"),
+        ("verbosity", "0"),
+        ("evictions", "off"),
+        ("domain_socket", "NULL"),
+        ("umask", "700"),
+        ("shutdown_command", "yes"),
+        ("growth_factor", "1.25"),
+        ("chunk_size", "48"),
+        ("num_threads", "2"),
+        ("stat_key_prefix", ":"),
+        ("detail_enabled", "no"),
+        ("reqs_per_event", "5"),
+        ("cas_enabled", "no"),
+        ("tcp_backlog", "512"),
+        // memcached's default -B is auto.
+        // memcached's default `-B auto` says auto-negotiate; memcrab speaks only the
+        // text protocol so far and says so (a deliberate difference, in the README).
+        ("binding_protocol", "ascii"),
+        ("auth_enabled_sasl", "no"),
+        ("item_size_max", "2097152"),
+        ("flush_enabled", "yes"),
+        ("idle_timeout", "7"),
+        ("maxconns_fast", "yes"),
+    ];
+    let got: Vec<(&str, &str)> = want
+        .iter()
+        .map(|(n, _)| (*n, map.get(*n).map_or("<missing>", |v| v.as_str())))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(missing(&st, &names), Vec::<&str>::new(), "missing settings");
+}
+
+#[test]
+fn stats_items() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(b"stats items\r\n", b"END\r\n");
+    for i in 0..10 {
+        c.call(
+            &store("set", &format!("k{i}"), 0, 0, b"value"),
+            b"STORED\r\n",
+        );
+    }
+    let items = c.stats_list("items");
+    let mut classes: Vec<String> = Vec::new();
+    let mut number = 0;
+    for (name, v) in &items {
+        let parts: Vec<&str> = name.split(':').collect();
+        assert!(
+            parts.len() == 3 && parts[0] == "items" && parts[1].parse::<u32>().is_ok(),
+            "stats items line {name} {v}"
+        );
+        assert!(v.parse::<u64>().is_ok(), "{name} {v}");
+        if !classes.iter().any(|c| c == parts[1]) {
+            classes.push(parts[1].to_string());
+        }
+        if parts[2] == "number" {
+            number += v.parse::<u64>().expect("number");
+        }
+    }
+    assert_eq!(number, 10, "items:N:number sums to curr_items");
+    // The per-class fields memcached has reported since 1.4, which monitoring reads.
+    let fields = [
+        "number",
+        "age",
+        "evicted",
+        "evicted_nonzero",
+        "evicted_time",
+        "outofmemory",
+        "tailrepairs",
+        "reclaimed",
+        "expired_unfetched",
+        "evicted_unfetched",
+        "mem_requested",
+    ];
+    for class in &classes {
+        let want: Vec<String> = fields
+            .iter()
+            .map(|f| format!("items:{class}:{f}"))
+            .collect();
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        assert_eq!(missing(&items, &want), Vec::<&str>::new(), "stats items");
+    }
+}
+
+#[test]
+fn stats_slabs() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    for i in 0..10 {
+        c.call(
+            &store("set", &format!("k{i}"), 0, 0, b"value"),
+            b"STORED\r\n",
+        );
+    }
+    let slabs = c.stats_list("slabs");
+    let map: std::collections::HashMap<_, _> = slabs.iter().cloned().collect();
+    let active: u64 = map["active_slabs"].parse().expect("active_slabs");
+    assert!(active >= 1);
+    assert!(
+        map["total_malloced"]
+            .parse::<u64>()
+            .expect("total_malloced")
+            > 0
+    );
+    let used: u64 = slabs
+        .iter()
+        .filter(|(n, _)| n.ends_with(":used_chunks"))
+        .map(|(_, v)| v.parse::<u64>().expect("used_chunks"))
+        .sum();
+    assert_eq!(used, 10, "N:used_chunks sums to the items stored");
+    let fields = [
+        "chunk_size",
+        "chunks_per_page",
+        "total_pages",
+        "total_chunks",
+        "used_chunks",
+        "free_chunks",
+        "free_chunks_end",
+        "get_hits",
+        "cmd_set",
+        "delete_hits",
+        "incr_hits",
+        "decr_hits",
+        "cas_hits",
+        "cas_badval",
+        "touch_hits",
+    ];
+    let class = slabs
+        .iter()
+        .find_map(|(n, _)| n.strip_suffix(":used_chunks"))
+        .expect("a slab class line");
+    let want: Vec<String> = fields.iter().map(|f| format!("{class}:{f}")).collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(missing(&slabs, &want), Vec::<&str>::new(), "stats slabs");
+}
+
+#[test]
+fn stats_conns_lists_listener_and_client() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let me = c.stream.local_tcp_addr().expect("tcp");
+    let st = c.stats_list("conns");
+    let listen = format!("tcp:127.0.0.1:{}", s.port());
+    let fd_of = |value: &str| -> String {
+        st.iter()
+            .find(|(n, v)| n.ends_with(":addr") && v == value)
+            .map(|(n, _)| n.trim_end_matches(":addr").to_string())
+            .unwrap_or_else(|| panic!("no `STAT <fd>:addr {value}` in {st:?}"))
+    };
+    let lfd = fd_of(&listen);
+    let get = |name: String| -> String {
+        st.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no STAT {name} in {st:?}"))
+    };
+    assert_eq!(get(format!("{lfd}:state")), "conn_listening");
+    let cfd = fd_of(&format!("tcp:{me}"));
+    assert_eq!(get(format!("{cfd}:listen_addr")), listen);
+    assert_eq!(get(format!("{cfd}:state")), "conn_parse_cmd");
+    assert!(get(format!("{cfd}:secs_since_last_cmd"))
+        .parse::<u64>()
+        .is_ok());
+    for (name, _) in &st {
+        let (fd, field) = name.split_once(':').expect("<fd>:<field>");
+        assert!(fd.parse::<u32>().is_ok(), "{name}");
+        assert!(
+            ["addr", "listen_addr", "state", "secs_since_last_cmd"].contains(&field),
+            "{name}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Time, over TCP. Expiry is polled (with a deadline), not slept for a fixed time.
+
+/// Polls `get <key>` until it misses; returns how long that took.
+fn wait_until_gone(c: &mut common::Client, key: &str, within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        c.send(format!("get {key}\r\n").as_bytes());
+        let line = c.read_line();
+        if line == b"END" {
+            return start.elapsed();
+        }
+        let len: usize = std::str::from_utf8(&line)
+            .expect("utf-8")
+            .rsplit(' ')
+            .next()
+            .and_then(|l| l.parse().ok())
+            .expect("VALUE line");
+        c.read_exact_bytes(len + 2);
+        c.expect(b"END\r\n");
+        assert!(
+            start.elapsed() < within,
+            "{key} still there after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn expiry_over_time() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let t0 = Instant::now();
+    c.call(&store("set", "rel", 0, 2, b"r"), b"STORED\r\n");
+    c.call(&store("set", "abs", 0, unix_now() + 2, b"a"), b"STORED\r\n");
+    c.call(&store("set", "touched", 0, 2, b"t"), b"STORED\r\n");
+    c.call(b"touch touched 100\r\n", b"TOUCHED\r\n");
+    c.call(&store("set", "gat", 0, 0, b"g"), b"STORED\r\n");
+    c.call(
+        b"gat 2 gat\r\n",
+        &cat(&[&value("gat", 0, b"g"), b"END\r\n"]),
+    );
+    c.call(&store("set", "forever", 0, 0, b"f"), b"STORED\r\n");
+    c.call(
+        b"get rel abs touched gat forever\r\n",
+        &cat(&[
+            &value("rel", 0, b"r"),
+            &value("abs", 0, b"a"),
+            &value("touched", 0, b"t"),
+            &value("gat", 0, b"g"),
+            &value("forever", 0, b"f"),
+            b"END\r\n",
+        ]),
+    );
+    // A 2 s exptime ends between 1 and 2 s from now (the clock counts whole seconds),
+    // plus up to a second of clock-tick lag in memcached.
+    for key in ["rel", "abs", "gat"] {
+        wait_until_gone(&mut c, key, Duration::from_secs(4));
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(900), "expired after {took:?}");
+    c.call(
+        b"get rel abs touched gat forever\r\n",
+        &cat(&[
+            &value("touched", 0, b"t"),
+            &value("forever", 0, b"f"),
+            b"END\r\n",
+        ]),
+    );
+    let st = c.stats("");
+    assert!(st["get_expired"].parse::<u64>().expect("number") >= 3);
+}
+
+#[test]
+fn flush_all_with_delay() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let t0 = Instant::now();
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"flush_all 2\r\n", b"OK\r\n");
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    wait_until_gone(&mut c, "a", Duration::from_secs(4));
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(900), "flushed after {took:?}");
+    // Items stored after the flush time are kept (memcached invalidates items stored
+    // up to and including the flush second, so this may take one more second).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        c.call(&store("set", "b", 0, 0, b"y"), b"STORED\r\n");
+        c.send(b"get b\r\n");
+        if c.read_line() == b"VALUE b 0 1" {
+            c.expect(b"y\r\nEND\r\n");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "items stored after the flush are gone"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.call(b"flush_all 2 noreply\r\n", b"");
+    c.sync();
+}
+
+/// memcached's LRU maintainer reclaims flushed items in the background, so
+/// `curr_items` falls to 0 soon after `flush_all` (within ~0.2 s in 1.6.18), even
+/// if nothing looks the keys up.
+#[test]
+fn flush_all_empties_curr_items() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    for i in 0..100 {
+        c.call(&store("set", &format!("k{i}"), 0, 0, b"x"), b"STORED\r\n");
+    }
+    assert_eq!(c.stat("curr_items"), 100);
+    c.call(b"flush_all\r\n", b"OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let n = c.stat("curr_items");
+        if n == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "curr_items still {n} 3 s after flush_all"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn flush_all_disabled() {
+    let s = Server::tcp(&["-F"]);
+    let mut c = s.connect();
+    c.call(&store("set", "a", 0, 0, b"x"), b"STORED\r\n");
+    c.call(b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed\r\n");
+    c.call(b"flush_all 0 noreply\r\n", b"");
+    c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
+    assert_eq!(c.stat("cmd_flush"), 2);
+}

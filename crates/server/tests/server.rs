@@ -1,0 +1,347 @@
+//! The server as a process: pipelining, connection limits, idle timeouts, shutdown
+//! (by command and by SIGTERM), the command line, and memory bounds (backpressure on
+//! a client that never reads, `-M` out of memory, eviction under `-m`).
+
+mod common;
+
+use std::io::Write;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{cat, run_cli, show, store, value, Server};
+
+const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
+
+/// 1000 requests in one write: every reply comes back, in order, byte for byte.
+#[test]
+fn pipelining_1000_commands_in_one_write() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(&store("set", "ctr", 0, 0, b"0"), b"STORED\r\n");
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..200u32 {
+        let k = format!("k{i}");
+        let v = format!("value-{i}").repeat(1 + i as usize % 7);
+        req.extend_from_slice(&store("set", &k, i, 0, v.as_bytes()));
+        want.extend_from_slice(b"STORED\r\n");
+        req.extend_from_slice(format!("get {k} nope\r\n").as_bytes());
+        want.extend_from_slice(&value(&k, i, v.as_bytes()));
+        want.extend_from_slice(b"END\r\n");
+        req.extend_from_slice(b"incr ctr 1\r\n");
+        want.extend_from_slice(format!("{}\r\n", i + 1).as_bytes());
+        if i % 2 == 0 {
+            req.extend_from_slice(format!("delete {k}\r\n").as_bytes());
+            want.extend_from_slice(b"DELETED\r\n");
+        } else {
+            req.extend_from_slice(format!("append {k} 0 0 1\r\n!\r\n").as_bytes());
+            want.extend_from_slice(b"STORED\r\n");
+        }
+        req.extend_from_slice(format!("touch {k} 0\r\n").as_bytes());
+        want.extend_from_slice(if i % 2 == 0 {
+            b"NOT_FOUND\r\n"
+        } else {
+            b"TOUCHED\r\n"
+        });
+    }
+    // One write, from another thread so that neither side can block the other.
+    let mut writer = c.stream.try_clone().expect("clone");
+    let w = thread::spawn(move || writer.write_all(&req));
+    c.expect(&want);
+    w.join().expect("writer thread").expect("write");
+    c.sync();
+}
+
+/// `-c 3`: a fourth connection gets memcached's error line and is closed; the first
+/// three keep working, and a slot freed by a close is reused.
+#[test]
+fn connection_limit() {
+    let s = Server::tcp(&["-c", "3"]);
+    let mut conns: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = s.connect();
+            c.sync();
+            c
+        })
+        .collect();
+    let mut fourth = s.connect();
+    fourth.expect(TOO_MANY);
+    fourth.expect_closed();
+    for c in &mut conns {
+        c.sync();
+    }
+    assert_eq!(conns[0].stat("rejected_connections"), 1);
+    assert_eq!(conns[0].stat("curr_connections"), 3);
+    // Close one: a new connection is accepted once the server has seen the close.
+    drop(conns.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut c = s.connect();
+        c.send(common::MARKER);
+        let line = c.read_line();
+        if line == b"END" {
+            c.sync();
+            break;
+        }
+        assert_eq!(line, &TOO_MANY[..TOO_MANY.len() - 2], "unexpected reply");
+        assert!(Instant::now() < deadline, "closed slot never reused");
+        thread::sleep(Duration::from_millis(10));
+    }
+    for c in &mut conns {
+        c.sync();
+    }
+}
+
+/// `-o idle_timeout=1`: an idle connection is closed within ~3 s (4 s allowed for a
+/// loaded machine); one that keeps sending commands is not.
+#[test]
+fn idle_timeout() {
+    let s = Server::tcp(&["-o", "idle_timeout=1"]);
+    let mut idle = s.connect();
+    idle.sync();
+    let t0 = Instant::now();
+    let mut active = s.connect();
+    loop {
+        active.sync();
+        if idle.poll_closed(Duration::from_millis(100)) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(4),
+            "idle connection still open after {:?}",
+            t0.elapsed()
+        );
+    }
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "closed after {took:?}, before the 1 s idle timeout"
+    );
+    // The active connection has been busy throughout and survives further idle scans.
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        active.sync();
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(active.stat("idle_kicks") >= 1);
+}
+
+/// `-A`: `shutdown` closes the connection and the process exits with status 0.
+#[test]
+fn shutdown_command_exits_zero() {
+    for cmd in [&b"shutdown\r\n"[..], b"shutdown graceful\r\n"] {
+        let mut s = Server::tcp(&["-A"]);
+        let mut c = s.connect();
+        c.call(
+            b"shutdown now\r\n",
+            b"CLIENT_ERROR invalid shutdown mode\r\n",
+        );
+        c.sync();
+        c.send(cmd);
+        c.expect_closed();
+        let status = s.wait_exit(Duration::from_secs(5));
+        assert_eq!(status.code(), Some(0), "{} -> {status}", show(cmd));
+    }
+}
+
+/// SIGTERM: exit status 0 within a second, and the replies the server had already
+/// produced reach the client whole.
+#[test]
+fn sigterm_exits_zero_and_delivers_replies() {
+    let mut s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let big = vec![b'v'; 100 * 1024];
+    c.call(&store("set", "v", 0, 0, &big), b"STORED\r\n");
+    let one = cat(&[&value("v", 0, &big), b"END\r\n"]);
+    // 40 replies of 100 KiB: more than the socket buffers hold, so the server is
+    // still sending when the signal arrives.
+    let mut busy = s.connect();
+    busy.send(&b"get v\r\n".repeat(40));
+    let mut idle = s.connect();
+    idle.sync();
+    // Let the server run until the socket buffers are full.
+    thread::sleep(Duration::from_millis(300));
+    let reader = thread::spawn(move || busy.read_to_close(Duration::from_secs(5)));
+    s.signal("TERM");
+    let status = s.wait_exit(Duration::from_secs(1));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status after SIGTERM: {status}"
+    );
+    assert!(
+        idle.poll_closed(Duration::from_secs(1)),
+        "idle connection not closed"
+    );
+    let (got, closed) = reader.join().expect("reader thread");
+    assert!(closed, "connection not closed after exit");
+    let whole = got.len() / one.len();
+    assert!(whole >= 1, "no reply delivered ({} bytes)", got.len());
+    let bad = got.chunks(one.len()).position(|r| r != one.as_slice());
+    assert!(
+        bad.is_none() && got.len() % one.len() == 0,
+        "replies cut short: {} bytes = {whole} whole replies of {} + {} bytes; reply {:?} \
+         differs; tail {}",
+        got.len(),
+        one.len(),
+        got.len() % one.len(),
+        bad,
+        show(&got[got.len().saturating_sub(60)..])
+    );
+}
+
+/// Bad command-line values: a non-zero exit and one line on stderr naming the flag.
+#[test]
+fn cli_rejects_bad_values() {
+    let rows: &[(&[&str], &str)] = &[
+        (&["-p", "x"], "-p"),
+        (&["-p", "70000"], "-p"),
+        (&["-I", "512"], "-I"),
+        (&["-t", "0"], "-t"),
+        (&["-o", "bogus"], "-o"),
+        (&["-U", "1"], "-U"),
+        (&["-m", "lots"], "-m"),
+        (&["-c", "x"], "-c"),
+    ];
+    for (args, flag) in rows {
+        // Listen on port 0, so that a value wrongly accepted cannot take 11211.
+        let mut full = vec!["-l", "127.0.0.1:0"];
+        full.extend_from_slice(args);
+        let out = run_cli(&full);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code().is_some_and(|c| c != 0),
+            "{args:?}: exit {}, stderr {err:?}",
+            out.status
+        );
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: stderr {err:?}");
+        assert!(
+            lines[0].contains(flag),
+            "{args:?}: {err:?} does not name {flag}"
+        );
+    }
+}
+
+#[test]
+fn cli_help_and_version() {
+    let out = run_cli(&["-h"]);
+    assert_eq!(out.status.code(), Some(0), "-h: {}", out.status);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["-p", "-m", "-c", "-t", "-I", "-s", "-o"] {
+        assert!(help.contains(flag), "-h output lacks {flag}: {help}");
+    }
+    let out = run_cli(&["-V"]);
+    assert_eq!(out.status.code(), Some(0), "-V: {}", out.status);
+    let v = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(v.lines().count(), 1, "-V: {v:?}");
+    assert!(v.contains("1.6.18"), "-V: {v:?}");
+}
+
+/// A client that pipelines 200k gets of a 100 KiB value and never reads must not
+/// make the server buffer 20 GB of replies: RSS stays bounded, and another client is
+/// served meanwhile.
+#[test]
+fn backpressure_bounds_memory() {
+    const RSS_LIMIT_KIB: u64 = 200 * 1024;
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let big = vec![b'b'; 100 * 1024];
+    c.call(&store("set", "k", 0, 0, &big), b"STORED\r\n");
+    let want = cat(&[&value("k", 0, &big), b"END\r\n"]);
+    let hog = s.raw_connect().expect("connect");
+    hog.set_write_timeout(Some(Duration::from_secs(20)))
+        .expect("write timeout");
+    let mut hog_writer = hog.try_clone().expect("clone");
+    let writer = thread::spawn(move || {
+        // Blocks once the server stops reading; ends when the server is killed.
+        let _ = hog_writer.write_all(&b"get k\r\n".repeat(200_000));
+    });
+    let mut max_rss = 0;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let rss = s.rss_kib();
+        max_rss = max_rss.max(rss);
+        assert!(
+            rss < RSS_LIMIT_KIB,
+            "server RSS {rss} KiB with a client that does not read"
+        );
+        c.call(b"get k\r\n", &want);
+        thread::sleep(Duration::from_millis(50));
+    }
+    c.sync();
+    drop(s);
+    drop(hog);
+    writer.join().expect("writer thread");
+    assert!(max_rss > 0);
+}
+
+/// `-M` with a small `-m`: storing more than fits is refused with memcached's error,
+/// and nothing is evicted.
+#[test]
+fn no_evictions_out_of_memory() {
+    let s = Server::tcp(&["-m", "2", "-M"]);
+    let mut c = s.connect();
+    let v = vec![b'm'; 100 * 1024];
+    let mut stored = 0;
+    let mut oom = false;
+    for i in 0..100 {
+        c.send(&store("set", &format!("k{i}"), 0, 0, &v));
+        let line = c.read_line();
+        if line == b"STORED" {
+            stored += 1;
+            continue;
+        }
+        assert_eq!(
+            line, b"SERVER_ERROR out of memory storing object",
+            "set {i}"
+        );
+        oom = true;
+        break;
+    }
+    assert!(oom, "100 x 100 KiB all stored under -m 2 -M");
+    assert!(stored >= 1, "nothing fit in 2 MB");
+    c.sync();
+    let st = c.stats("");
+    assert_eq!(st["evictions"], "0");
+    assert!(st["store_no_memory"].parse::<u64>().expect("number") >= 1);
+    // What was stored is still there.
+    c.call(b"get k0\r\n", &cat(&[&value("k0", 0, &v), b"END\r\n"]));
+}
+
+/// `-m 8`: writing 40 MB evicts, and the cache stays within its limit.
+#[test]
+fn eviction_bounds_items() {
+    const LIMIT: u64 = 8 * 1024 * 1024;
+    const VALUE_BYTES: usize = 10 * 1024;
+    let s = Server::tcp(&["-m", "8"]);
+    let mut c = s.connect();
+    let v = vec![b'e'; VALUE_BYTES];
+    let batch = 100;
+    let total = 4000;
+    for start in (0..total).step_by(batch) {
+        let mut req = Vec::new();
+        for i in start..start + batch {
+            req.extend_from_slice(&store("set", &format!("k{i}"), 0, 0, &v));
+        }
+        c.send(&req);
+        c.expect(&b"STORED\r\n".repeat(batch));
+    }
+    let st = c.stats("");
+    let num = |n: &str| -> u64 { st[n].parse().expect("number") };
+    assert!(num("evictions") > 0, "no evictions after 40 MB into -m 8");
+    assert!(
+        num("curr_items") <= LIMIT / VALUE_BYTES as u64,
+        "curr_items {} cannot fit in 8 MB",
+        num("curr_items")
+    );
+    assert!(num("bytes") <= LIMIT, "bytes {} over -m 8", num("bytes"));
+    assert_eq!(num("limit_maxbytes"), LIMIT);
+    assert_eq!(num("total_items"), total as u64);
+    // The newest item survives; the oldest was evicted.
+    let last = format!("k{}", total - 1);
+    c.call(
+        format!("get {last} k0\r\n").as_bytes(),
+        &cat(&[&value(&last, 0, &v), b"END\r\n"]),
+    );
+}
