@@ -41,7 +41,7 @@ fn run(engine: &Arc<dyn Engine>, threads: usize, iters: u64) -> Duration {
                     x ^= x >> 7;
                     x ^= x << 17;
                     key(&mut k, x % KEYS);
-                    if x % 10 == 0 {
+                    if x.is_multiple_of(10) {
                         e.store(Mode::Set, &k, 0, 0, &value);
                     } else if e
                         .get(&k, None, &mut |it| hits += it.value.len() as u64)
