@@ -122,8 +122,10 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
     Ok(Some((reply, used)))
 }
 
-/// Request encoders. Each appends one request to `out`; keys are not checked here
-/// (the client checks them before encoding).
+/// Request encoders. Each appends one request to `out`. Nothing is checked here: the
+/// caller must pass valid keys (1–250 bytes, no spaces or control characters), at
+/// least one key to `get`/`gat`, and `stats` arguments without CR or LF, or the
+/// bytes will not mean what was intended (memcrab-client checks all of these).
 pub mod encode {
     use super::StoreCmd;
 
