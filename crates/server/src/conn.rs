@@ -292,7 +292,13 @@ impl Conn {
                 Err(e) => match e.action() {
                     Action::Reply(Some(r)) => self.wbuf.extend_from_slice(r),
                     Action::Reply(None) => {}
-                    Action::Close => return Err(()),
+                    // Replies to earlier requests still go out, as memcached's do;
+                    // nothing after this line is read.
+                    Action::Close => {
+                        self.quit = true;
+                        self.rpos = self.rend;
+                        return Ok(());
+                    }
                 },
             }
             self.rpos += consumed;

@@ -79,6 +79,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
             limit_bytes: settings.memory_limit_mb * 1024 * 1024,
             evict: !settings.no_evict,
             use_cas: settings.use_cas,
+            item_size_max: settings.item_size_max,
         },
         settings.hash_power,
         Arc::clone(&clock),

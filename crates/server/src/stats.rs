@@ -225,8 +225,11 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "total_items", es.total_items);
     stat(out, "expired_unfetched", es.expired_unfetched);
     stat(out, "evicted_unfetched", es.evicted_unfetched);
+    // A strict LRU evicts only its least recently used item, never an active one.
+    stat(out, "evicted_active", 0);
     stat(out, "evictions", es.evictions);
     stat(out, "reclaimed", es.reclaimed);
+    stat(out, "crawler_reclaimed", es.crawler_reclaimed);
     stat(out, "engine", "reference");
 }
 
@@ -275,7 +278,8 @@ fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
 }
 
 /// The reference engine has no slab classes: every item is its own allocation. It
-/// is reported as memcached's class 1, whose "chunks" are the items themselves.
+/// is reported as memcached's class 1, whose "chunks" are the items themselves, and
+/// its single LRU as memcached's COLD queue (HOT and WARM are empty).
 fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
@@ -283,6 +287,11 @@ fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
         return;
     }
     stat(out, "items:1:number", es.curr_items);
+    stat(out, "items:1:number_hot", 0);
+    stat(out, "items:1:number_warm", 0);
+    stat(out, "items:1:number_cold", es.curr_items);
+    stat(out, "items:1:age_hot", 0);
+    stat(out, "items:1:age_warm", 0);
     stat(out, "items:1:age", es.oldest_item_age);
     stat(out, "items:1:mem_requested", es.bytes);
     stat(out, "items:1:evicted", es.evictions);
@@ -293,6 +302,8 @@ fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "items:1:reclaimed", es.reclaimed);
     stat(out, "items:1:expired_unfetched", es.expired_unfetched);
     stat(out, "items:1:evicted_unfetched", es.evicted_unfetched);
+    stat(out, "items:1:evicted_active", 0);
+    stat(out, "items:1:crawler_reclaimed", es.crawler_reclaimed);
 }
 
 fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {

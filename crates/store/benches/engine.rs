@@ -67,6 +67,7 @@ fn reference(limit_mb: u64) -> Arc<dyn Engine> {
         limit_bytes: limit_mb << 20,
         evict: true,
         use_cas: true,
+        item_size_max: 0,
     };
     let e: Arc<dyn Engine> = Arc::new(Reference::new(cfg, 17, Arc::new(Clock::new())));
     let value = [b'v'; 100];

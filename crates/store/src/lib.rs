@@ -35,7 +35,8 @@ pub enum Mode {
     Append,
     /// Add the data before the existing value, keeping its flags and exptime.
     Prepend,
-    /// Store only if the item's CAS unique equals this one.
+    /// Store only if the item's CAS unique equals this one. 0 never matches (as in
+    /// memcached), nor does anything when CAS is disabled.
     Cas(u64),
 }
 
@@ -101,6 +102,9 @@ pub struct Config {
     pub evict: bool,
     /// `false` with `-C`: CAS uniques are reported as 0.
     pub use_cas: bool,
+    /// `-I`: append/prepend may not grow an item past this, counted as memcached
+    /// counts it (see [`memcached_item_bytes`]). 0 = no limit.
+    pub item_size_max: usize,
 }
 
 impl Default for Config {
@@ -109,8 +113,17 @@ impl Default for Config {
             limit_bytes: 64 * 1024 * 1024,
             evict: true,
             use_cas: true,
+            item_size_max: 1024 * 1024,
         }
     }
+}
+
+/// An item's size as memcached counts it against `-I` (`item_size_ok`): its 48-byte
+/// header, the key and a NUL, 4 bytes of flags when non-zero, the value and `\r\n`,
+/// and 8 bytes of CAS. memcrab-proto's `item_size_ok` applies the same rule to
+/// incoming values; this one serves append and prepend, which grow items.
+pub fn memcached_item_bytes(key_len: usize, flags: u32, value_len: usize, use_cas: bool) -> usize {
+    48 + key_len + 1 + if flags == 0 { 0 } else { 4 } + value_len + 2 + if use_cas { 8 } else { 0 }
 }
 
 /// The engine's counters and gauges, named as memcached's stats.
@@ -134,6 +147,8 @@ pub struct Stats {
     pub outofmemory: u64,
     /// Seconds since the least recently used item was stored or used.
     pub oldest_item_age: u32,
+    /// Flushed items freed by background upkeep (memcached's LRU crawler's count).
+    pub crawler_reclaimed: u64,
     pub hash_power_level: u32,
     pub hash_bytes: u64,
 }

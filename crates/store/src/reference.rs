@@ -26,7 +26,9 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, RelTime};
-use crate::{apply_delta, Config, Delta, Engine, Fetch, Item, Mode, Stats, StoreResult};
+use crate::{
+    apply_delta, memcached_item_bytes, Config, Delta, Engine, Fetch, Item, Mode, Stats, StoreResult,
+};
 
 /// Shards: enough that 4–16 workers rarely meet on one lock.
 const SHARDS: usize = 64;
@@ -91,6 +93,7 @@ struct Counters {
     expired_unfetched: u64,
     evicted_unfetched: u64,
     evicted_nonzero: u64,
+    crawler_reclaimed: u64,
     /// (when, seconds since last use) of this shard's latest eviction.
     last_eviction: (RelTime, u32),
 }
@@ -345,6 +348,7 @@ pub struct Reference {
     oldest_live: AtomicU32,
     evict: bool,
     use_cas: bool,
+    item_size_max: usize,
     /// Stores refused for lack of memory (Relaxed; a statistic).
     outofmemory: AtomicU64,
     clock: Arc<Clock>,
@@ -367,6 +371,7 @@ impl Reference {
             swept_gen: AtomicU64::new(0),
             evict: cfg.evict,
             use_cas: cfg.use_cas,
+            item_size_max: cfg.item_size_max,
             outofmemory: AtomicU64::new(0),
             clock,
         }
@@ -426,6 +431,7 @@ impl Reference {
                 let prev = sh.slots[idx as usize].prev;
                 if sh.life(idx, e) == Life::Flushed {
                     sh.remove(idx, &self.used);
+                    sh.counters.crawler_reclaimed += 1;
                 }
                 idx = prev;
             }
@@ -469,17 +475,31 @@ impl Reference {
                 self.unreserve(reserved);
                 return StoreResult::NotFound;
             }
-            (Mode::Cas(want), Some(idx)) if self.cas_out(sh.slots[idx as usize].cas) != want => {
+            // memcached: a unique of 0 (and every unique under -C, where items carry
+            // none) never matches, so such a cas answers EXISTS.
+            (Mode::Cas(want), Some(idx))
+                if want == 0 || self.cas_out(sh.slots[idx as usize].cas) != want =>
+            {
                 self.unreserve(reserved);
                 return StoreResult::Exists;
             }
-            (Mode::Append, Some(idx)) => {
+            (Mode::Append | Mode::Prepend, Some(idx)) => {
                 let s = &sh.slots[idx as usize];
-                (make_data(key, &[s.value(), value]), s.flags, s.exptime)
-            }
-            (Mode::Prepend, Some(idx)) => {
-                let s = &sh.slots[idx as usize];
-                (make_data(key, &[value, s.value()]), s.flags, s.exptime)
+                let joined = s.value().len() + value.len();
+                // memcached cannot allocate a joined item over -I: NOT_STORED.
+                if self.item_size_max != 0
+                    && memcached_item_bytes(key.len(), s.flags, joined, self.use_cas)
+                        > self.item_size_max
+                {
+                    self.unreserve(reserved);
+                    return StoreResult::NotStored;
+                }
+                let parts: [&[u8]; 2] = if mode == Mode::Append {
+                    [s.value(), value]
+                } else {
+                    [value, s.value()]
+                };
+                (make_data(key, &parts), s.flags, s.exptime)
             }
             _ => (make_data(key, &[value]), flags, exptime),
         };
@@ -659,6 +679,7 @@ impl Engine for Reference {
         for shard in self.shards.iter() {
             let sh = shard.lock();
             st.evicted_nonzero += sh.counters.evicted_nonzero;
+            st.crawler_reclaimed += sh.counters.crawler_reclaimed;
             if sh.counters.last_eviction.0 > latest_eviction {
                 latest_eviction = sh.counters.last_eviction.0;
                 st.evicted_time = sh.counters.last_eviction.1;
@@ -718,6 +739,7 @@ mod tests {
             limit_bytes: limit,
             evict,
             use_cas: true,
+            item_size_max: 0,
         };
         Reference::new(cfg, 10, Arc::new(Clock::new()))
     }
@@ -771,6 +793,38 @@ mod tests {
         // The first item in an empty shard gets sequence 1.
         let (_, si) = e.locate(b"k");
         SHARDS as u64 + si as u64
+    }
+
+    #[test]
+    fn append_stops_at_item_size_max() {
+        let cfg = Config {
+            limit_bytes: 1 << 20,
+            evict: true,
+            use_cas: true,
+            item_size_max: 1024,
+        };
+        let e = Reference::new(cfg, 10, Arc::new(Clock::new()));
+        assert!(matches!(
+            e.store(Mode::Set, b"k", 0, 0, &[b'y'; 600]),
+            StoreResult::Stored(_)
+        ));
+        assert_eq!(
+            e.store(Mode::Append, b"k", 0, 0, &[b'z'; 600]),
+            StoreResult::NotStored
+        );
+        assert_eq!(
+            e.store(Mode::Prepend, b"k", 0, 0, &[b'z'; 600]),
+            StoreResult::NotStored
+        );
+        // 1024 - 48 header - 2 (key + NUL) - 2 (CRLF) - 8 (CAS) = 964 bytes fit.
+        assert!(matches!(
+            e.store(Mode::Append, b"k", 0, 0, &[b'z'; 364]),
+            StoreResult::Stored(_)
+        ));
+        assert_eq!(
+            e.store(Mode::Append, b"k", 0, 0, b"z"),
+            StoreResult::NotStored
+        );
     }
 
     #[test]
