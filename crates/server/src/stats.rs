@@ -239,11 +239,8 @@ fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     stat(out, "maxbytes", server.engine.stats().limit_maxbytes);
     stat(out, "maxconns", s.max_connections);
-    stat(
-        out,
-        "tcpport",
-        if s.unix_socket.is_some() { 0 } else { s.port },
-    );
+    // As memcached: the configured port, even when -s disabled TCP.
+    stat(out, "tcpport", s.port);
     stat(out, "udpport", s.udp_port);
     stat(out, "inter", s.listen.join(","));
     stat(out, "verbosity", server.verbosity.load(Ordering::Relaxed));
