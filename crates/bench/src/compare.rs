@@ -24,7 +24,8 @@ use crate::run::{self, Knobs, Mode, Report};
 #[derive(Args, Clone)]
 pub struct CompareArgs {
     /// A server command line; `{port}` is replaced by a free port. Repeat for each
-    /// server; the first is the baseline for ratios. `NAME=CMD` names it in reports.
+    /// server; the first is the baseline for ratios. `NAME=CMD` (NAME of letters,
+    /// digits, `_` and `.`) names it in reports; otherwise the program's name does.
     #[arg(long = "server-cmd", required = true)]
     pub server_cmds: Vec<String>,
     /// Also measure the do-nothing responder and report CPU as a multiple of it.
@@ -206,7 +207,12 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
         .server_cmds
         .iter()
         .map(|c| match c.split_once('=') {
-            Some((name, cmd)) if !name.is_empty() && !name.contains(' ') && !name.contains('-') => {
+            Some((name, cmd))
+                if !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') =>
+            {
                 (name.to_string(), cmd.to_string())
             }
             _ => (String::new(), c.clone()),
