@@ -3,14 +3,16 @@
 //! runs `iters` operations; the time is the wall time until all threads finish, so
 //! criterion's throughput is operations per second across threads.
 //!
-//! `cargo bench -p memcrab-store --bench engine`
+//! `cargo bench -p memcrab-store --bench engine` (both engines, 1 and 2 threads);
+//! `MEMCRAB_BENCH_THREADS=1,2,4,8,16 MEMCRAB_BENCH_ENGINES=seg` selects others.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use memcrab_store::reference::Reference;
-use memcrab_store::{Clock, Config, Engine, Mode};
+use memcrab_store::seg::Seg;
+use memcrab_store::{Clock, Config, Engine, GetOpts, Mode, StoreOpts};
 
 const KEYS: u64 = 100_000;
 
@@ -42,9 +44,12 @@ fn run(engine: &Arc<dyn Engine>, threads: usize, iters: u64) -> Duration {
                     x ^= x << 17;
                     key(&mut k, x % KEYS);
                     if x.is_multiple_of(10) {
-                        e.store(Mode::Set, &k, 0, 0, &value);
+                        e.store(Mode::Set, &k, 0, 0, &value, &StoreOpts::default());
                     } else if e
-                        .get(&k, None, &mut |it| hits += it.value.len() as u64)
+                        .get(&k, &GetOpts::default(), &mut |it| {
+                            hits += it.value.len() as u64;
+                            false
+                        })
                         .is_hit()
                     {
                         hits += 1;
@@ -62,19 +67,23 @@ fn run(engine: &Arc<dyn Engine>, threads: usize, iters: u64) -> Duration {
     start.elapsed()
 }
 
-fn reference(limit_mb: u64) -> Arc<dyn Engine> {
+fn build(name: &str, limit_mb: u64) -> Arc<dyn Engine> {
     let cfg = Config {
         limit_bytes: limit_mb << 20,
         evict: true,
         use_cas: true,
         item_size_max: 0,
     };
-    let e: Arc<dyn Engine> = Arc::new(Reference::new(cfg, 17, Arc::new(Clock::new())));
+    let clock = Arc::new(Clock::new());
+    let e: Arc<dyn Engine> = match name {
+        "reference" => Arc::new(Reference::new(cfg, 17, clock)),
+        _ => Arc::new(Seg::new(cfg, clock)),
+    };
     let value = [b'v'; 100];
     let mut k = Vec::new();
     for i in 0..KEYS {
         key(&mut k, i);
-        e.store(Mode::Set, &k, 0, 0, &value);
+        e.store(Mode::Set, &k, 0, 0, &value, &StoreOpts::default());
     }
     e
 }
@@ -82,12 +91,21 @@ fn reference(limit_mb: u64) -> Arc<dyn Engine> {
 fn engine_90_10(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine_90_10");
     g.sample_size(20).measurement_time(Duration::from_secs(4));
-    let e = reference(1024);
-    for threads in [1usize, 2] {
-        g.throughput(Throughput::Elements(threads as u64));
-        g.bench_function(format!("reference/{threads}_threads"), |b| {
-            b.iter_custom(|iters| run(&e, threads, iters))
-        });
+    // MEMCRAB_BENCH_THREADS=1,2,4,8,16 for the many-core scaling run.
+    let threads: Vec<usize> = std::env::var("MEMCRAB_BENCH_THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    let engines = std::env::var("MEMCRAB_BENCH_ENGINES").unwrap_or_else(|_| "reference,seg".into());
+    for name in engines.split(',') {
+        let e = build(name, 1024);
+        for &t in &threads {
+            g.throughput(Throughput::Elements(t as u64));
+            g.bench_function(format!("{name}/{t}_threads"), |b| {
+                b.iter_custom(|iters| run(&e, t, iters))
+            });
+        }
     }
     g.finish();
 }

@@ -16,9 +16,25 @@
 //!
 //! [`Engine`] is the contract both engines keep; the reference engine is the simple
 //! model that property tests hold faster engines against.
+//!
+//! How the protocols map onto the engine (each request is one call, atomic per key):
+//!
+//! | request | call |
+//! |---|---|
+//! | `get`/`gets`, binary GET | `get(key, GetOpts::default())` |
+//! | `gat`/`gats`, `touch`, binary GAT/TOUCH | `get` with `touch` (or [`Engine::touch`]) |
+//! | `mg` | `get` with `touch` (T), `no_bump` (u), `vivify` (N), `new_cas` (E); the visitor decides W (R, N, stale) and returns it |
+//! | `me` | `get` with `no_bump` |
+//! | `set`…`cas`, binary SET/ADD/REPLACE/APPEND/PREPEND (CAS ≠ 0 → `compare_cas`) | `store` |
+//! | `ms` | `store` with `compare_cas` (C), `invalidate` (I), `new_cas` (E) |
+//! | `delete`, binary DELETE (CAS ≠ 0 → `compare_cas`) | `delete` |
+//! | `md` | `delete` with `compare_cas` (C), `invalidate` + `touch` (I, T), `new_cas` (E) |
+//! | `incr`/`decr`, binary INCR/DECR (CAS ≠ 0 → `compare_cas`; expiration ≠ 0xffffffff → `vivify`) | `delta` |
+//! | `ma` | `delta` with `compare_cas` (C), `vivify` (N, J), `touch` (T), `new_cas` (E) |
 
 pub mod clock;
 pub mod reference;
+pub mod seg;
 
 pub use clock::{Clock, RelTime};
 
@@ -55,7 +71,13 @@ pub enum StoreResult {
     OutOfMemory,
 }
 
-/// A live item, lent to a [`Engine::get`] visitor.
+/// A live item, lent to an [`Engine::get`] visitor while its shard (or whatever the
+/// engine locks) is held, so the item cannot change until the visitor returns.
+///
+/// The per-item state every engine keeps is exactly: `flags`, `exptime`, `atime`
+/// (last-access time), `cas`, and the bits `fetched`, `stale` and `token_sent`.
+/// Everything below except `created` is that state as it was *before* this request
+/// changed anything (before its touch and before its LRU bump).
 #[derive(Clone, Copy, Debug)]
 pub struct Item<'a> {
     pub key: &'a [u8],
@@ -63,11 +85,39 @@ pub struct Item<'a> {
     pub flags: u32,
     /// 0 when CAS is disabled (`-C`).
     pub cas: u64,
+    /// The exptime before this request's `touch` (0 = never). For an item this request
+    /// created ([`GetOpts::vivify`]) it is 0: memcached allocates the vivified item with
+    /// exptime 0 and sets N's TTL afterwards, so an `mg` `t` flag placed before `N`
+    /// reports -1.
+    pub exptime: RelTime,
+    /// Last-access time before this request's bump (memcached's `it->time`). It is
+    /// set to "now" when the item is stored (a new item, including one made by
+    /// append/prepend/incr growth, gets "now"), by a failed `add` on the item, by an
+    /// in-place incr/decr, and by a bump of an item that was already `fetched` (see
+    /// [`GetOpts::no_bump`]). A bump of a never-fetched item leaves it alone. Delayed
+    /// flush_all compares this time (memcached's `it->time <= oldest_live`).
+    pub atime: RelTime,
+    /// Whether a bumping lookup has seen the item before this request (memcached's
+    /// `ITEM_FETCHED`): set by a bump, never cleared; a new item starts unfetched; an
+    /// in-place incr keeps it.
+    pub fetched: bool,
+    /// The item was invalidated (meta `md I`, or stored by a stale `ms I`): memcached's
+    /// `ITEM_STALE`. A new item starts not stale, except as [`StoreOpts::invalidate`]
+    /// says.
+    pub stale: bool,
+    /// A recache token (`W`) was already handed out for this item (memcached's
+    /// `ITEM_TOKEN_SENT`, reported as `Z`). Set only when a visitor returns `true`;
+    /// cleared by `md I`; a new item starts without it, except as
+    /// [`StoreOpts::invalidate`] says.
+    pub token_sent: bool,
+    /// This request created the item ([`GetOpts::vivify`] on a miss).
+    pub created: bool,
 }
 
 /// What a lookup found, for the `get_hits`/`get_expired`/`get_flushed` counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fetch {
+    /// The visitor was called (also when the item was created by [`GetOpts::vivify`]).
     Hit,
     Miss,
     /// The key held an item whose exptime had passed.
@@ -82,14 +132,152 @@ impl Fetch {
     }
 }
 
+/// Options of a lookup ([`Engine::get`]): classic get/gets (all default), gat/gats and
+/// touch (`touch`), meta `mg`, binary get/gat/touch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GetOpts {
+    /// On a hit, set the item's exptime to this (after the visitor has been shown the
+    /// old one in [`Item::exptime`]). Not applied to an item created by `vivify`.
+    pub touch: Option<RelTime>,
+    /// Do not bump (meta `u`, and `me`): the item keeps its LRU position, its
+    /// `fetched` bit and its `atime`. Without it, a hit is bumped after the visitor
+    /// returns: it moves to the LRU head, `fetched` is set, and when it was already
+    /// `fetched` before this request its `atime` becomes now (memcached's segmented
+    /// LRU updates `it->time` on the second fetch; a freshly stored item keeps its
+    /// store time on its first fetch).
+    pub no_bump: bool,
+    /// On a miss (nothing live under the key, including an expired or flushed item,
+    /// which is removed), create an item with an empty value, flags 0, a new CAS
+    /// (or `new_cas`), exptime = this, `atime` = now, not fetched, and show it to the
+    /// visitor with `created: true` (and `exptime: 0`, see [`Item::exptime`]); the
+    /// result is then [`Fetch::Hit`]. If memory cannot be had the result is the miss.
+    /// The created item is not bumped (memcached links it fresh, unfetched).
+    pub vivify: Option<RelTime>,
+    /// The CAS unique to give an item created by `vivify` instead of the next one
+    /// (meta `E`, newer than memcached 1.6.18). Ignored under `-C`.
+    pub new_cas: Option<u64>,
+    /// The visitor's decision (its `true`, a meta win token) must be atomic with the
+    /// lookup: no other request may see the item between the visit and the setting of
+    /// `token_sent`. Meta `mg` sets this (memcached takes the item lock for it); an
+    /// engine may otherwise serve a lookup without any lock, and then two concurrent
+    /// visitors could both claim the token.
+    pub exclusive: bool,
+}
+
+/// Options of a storage request ([`Engine::store`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreOpts {
+    /// Compare the live item's CAS unique with this one, memcached's `do_store_item`
+    /// with the new item's CAS set to it. Per mode:
+    /// - `Set`, `Replace`: exactly [`Mode::Cas`] with this unique (missing key:
+    ///   [`StoreResult::NotFound`]; mismatch, or a unique of 0: [`StoreResult::Exists`]).
+    /// - `Add`: ignored (add never compares).
+    /// - `Append`, `Prepend`: a unique other than 0 that differs from the item's:
+    ///   `Exists`; 0 or equal: append as usual; missing key: `NotStored` (or
+    ///   `vivify`).
+    /// - `Cas(_)`: ignored; the mode's own unique is the one compared.
+    ///
+    /// Under `-C` items carry no unique, so every unique compares as 0 against 0:
+    /// CAS mode always answers `Exists`, append/prepend always proceed.
+    pub compare_cas: Option<u64>,
+    /// Meta `ms I` (memcached's `CAS_STALE`), only in CAS mode (`Cas`, or `Set`/
+    /// `Replace` with `compare_cas`): when the request's unique is not 0 and is
+    /// *smaller* than the live item's, store anyway, but the new item keeps the old
+    /// item's exptime (the request's is ignored), is marked `stale`, and keeps the
+    /// old item's `token_sent`. The result is `Stored` (counted as a cas hit).
+    pub invalidate: bool,
+    /// Append/prepend on a missing key create the item from the request's value and
+    /// flags with this exptime instead of answering `NotStored` (meta `ms N`, newer
+    /// than memcached 1.6.18). Ignored by the other modes.
+    pub vivify: Option<RelTime>,
+    /// Give the stored item this CAS unique instead of the next one (meta `E`, newer
+    /// than memcached 1.6.18). Ignored under `-C`.
+    pub new_cas: Option<u64>,
+}
+
+/// Options of a delete ([`Engine::delete`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeleteOpts {
+    /// Act only when the live item's CAS unique equals this, else
+    /// [`DeleteResult::Exists`]. `Some(0)` compares too (meta `md C0` answers `EX`
+    /// on an item with a unique); binary delete passes `None` for a CAS of 0. Under
+    /// `-C` the item's unique is 0.
+    pub compare_cas: Option<u64>,
+    /// Meta `md I`: do not remove the item; mark it `stale`, clear `token_sent`, give
+    /// it a new CAS unique (or `new_cas`), and set its exptime to `touch` when that is
+    /// `Some`. No LRU bump, `atime` unchanged. Answers [`DeleteResult::Invalidated`].
+    pub invalidate: bool,
+    /// With `invalidate`: the new exptime (meta `T`). Ignored otherwise.
+    pub touch: Option<RelTime>,
+    /// With `invalidate`: the new CAS unique (meta `E`, newer than 1.6.18). Ignored
+    /// under `-C` and without `invalidate`.
+    pub new_cas: Option<u64>,
+}
+
+/// The result of [`Engine::delete`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteResult {
+    /// The item was removed.
+    Deleted,
+    /// `invalidate`: the item was marked stale; its new CAS unique (0 under `-C`).
+    Invalidated(u64),
+    /// No live item.
+    NotFound,
+    /// `compare_cas` did not match; nothing changed.
+    Exists,
+}
+
+/// Options of incr/decr ([`Engine::delta`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeltaOpts {
+    /// Act only when the item's CAS unique equals this, else [`Delta::Exists`]. As in
+    /// memcached's `do_add_delta`, `Some(0)` does not compare (same as `None`). An
+    /// empty value answers `NonNumeric` before the comparison; any other value is
+    /// compared before it is parsed.
+    pub compare_cas: Option<u64>,
+    /// On a miss, create the item with the value `initial` (decimal digits), flags 0,
+    /// exptime `exptime`, and answer [`Delta::Value`] with `value = initial` and
+    /// `created = true` (the delta is not applied). Meta `ma N`/`J`, binary
+    /// incr/decr's initial value (binary's expiration 0xffffffff means `None`).
+    pub vivify: Option<Vivify>,
+    /// On success on an existing item, set its exptime to this (meta `ma T`). Not
+    /// applied to a created item (its exptime is `vivify.exptime`).
+    pub touch: Option<RelTime>,
+    /// Give the changed or created item this CAS unique instead of the next one (meta
+    /// `E`, newer than 1.6.18). Ignored under `-C`.
+    pub new_cas: Option<u64>,
+}
+
+/// What [`DeltaOpts::vivify`] creates on a miss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Vivify {
+    pub initial: u64,
+    pub exptime: RelTime,
+}
+
+/// The counter after a successful incr/decr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// The new value (or `initial` when created).
+    pub value: u64,
+    /// The item's new CAS unique (0 under `-C`).
+    pub cas: u64,
+    /// The item's exptime before this request's `touch` (0 = never); 0 for a created
+    /// item (memcached creates it with 0 and applies N's TTL afterwards).
+    pub exptime: RelTime,
+    /// The item was created by `vivify`.
+    pub created: bool,
+}
+
 /// The result of incr/decr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delta {
-    /// The new value.
-    Value(u64),
+    Value(Counter),
     NotFound,
     /// The value is not a decimal number of at most 20 digits.
     NonNumeric,
+    /// `compare_cas` did not match.
+    Exists,
     OutOfMemory,
 }
 
@@ -151,6 +339,27 @@ pub struct Stats {
     pub crawler_reclaimed: u64,
     pub hash_power_level: u32,
     pub hash_bytes: u64,
+    /// An index table is being rebuilt larger right now.
+    pub hash_is_expanding: bool,
+    /// Segment figures (zero for engines without segments).
+    pub segments: SegmentStats,
+}
+
+/// How an engine with segments uses its memory (reported by `stats slabs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// Bytes of a normal segment.
+    pub segment_bytes: u64,
+    /// Normal segments holding memory.
+    pub segments: u64,
+    /// Of those, free (ready to be filled) or waiting for readers to leave them.
+    pub free_segments: u64,
+    /// Segments of their own holding one large item each.
+    pub large_segments: u64,
+    /// Bytes of segment memory held, normal and large (≤ the limit).
+    pub memory_bytes: u64,
+    /// Items moved forward by eviction because they had been read (CLOCK).
+    pub reinserted: u64,
 }
 
 /// The cache engine contract. All methods are safe to call from any thread at once.
@@ -160,14 +369,31 @@ pub struct Stats {
 /// invalidated it. Every method that meets an expired or flushed item treats the key
 /// as missing.
 pub trait Engine: Send + Sync {
-    /// Looks a key up. On a hit, calls `visit` once with the item (while the item cannot
-    /// change) and, when `touch` is `Some(exptime)`, first sets its exptime (gat).
-    fn get(&self, key: &[u8], touch: Option<RelTime>, visit: &mut dyn FnMut(Item<'_>)) -> Fetch;
+    /// Looks a key up. On a hit (or a creation by `opts.vivify`), calls `visit` once
+    /// with the item as it was before this request (see [`Item`]) while the item cannot
+    /// change; then, in this order: if `visit` returned `true` the item's `token_sent`
+    /// bit is set (meta `W`); `opts.touch` sets the exptime (not on a created item);
+    /// unless `opts.no_bump` (or the item was just created) the item is bumped as
+    /// [`GetOpts::no_bump`] describes.
+    fn get(&self, key: &[u8], opts: &GetOpts, visit: &mut dyn FnMut(Item<'_>) -> bool) -> Fetch;
 
-    /// Sets a live item's exptime. Returns whether the key was live.
-    fn touch(&self, key: &[u8], exptime: RelTime) -> bool;
+    /// Sets a live item's exptime and bumps it (memcached's `touch`). Returns whether
+    /// the key was live.
+    fn touch(&self, key: &[u8], exptime: RelTime) -> bool {
+        let opts = GetOpts {
+            touch: Some(exptime),
+            ..GetOpts::default()
+        };
+        self.get(key, &opts, &mut |_| false).is_hit()
+    }
 
-    /// A storage request. `flags` and `exptime` are ignored by append/prepend.
+    /// A storage request. `flags` and `exptime` are ignored by append/prepend (which
+    /// keep the item's, and its `stale`/`token_sent` are not carried: the joined item
+    /// is new). Returns the new item's CAS unique on success. See [`StoreOpts`] for
+    /// CAS comparison in every mode, `ms I`, vivifying append and explicit CAS. A
+    /// failed `add` on a live item bumps it to the LRU head and sets its `atime` to
+    /// now (memcached's `do_item_update`). A `Set` that fails for memory removes the
+    /// old item.
     fn store(
         &self,
         mode: Mode,
@@ -175,14 +401,19 @@ pub trait Engine: Send + Sync {
         flags: u32,
         exptime: RelTime,
         value: &[u8],
+        opts: &StoreOpts,
     ) -> StoreResult;
 
-    /// Removes a live item. Returns whether there was one.
-    fn delete(&self, key: &[u8]) -> bool;
+    /// Removes a live item (or invalidates it, see [`DeleteOpts`]).
+    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult;
 
     /// incr (`incr == true`, wrapping at 2^64) or decr (stopping at 0) on a value that
-    /// is a decimal number, as memcached's `do_add_delta`.
-    fn delta(&self, key: &[u8], incr: bool, delta: u64) -> Delta;
+    /// is a decimal number, as memcached's `do_add_delta`: when the new number's digits
+    /// fit in the old value it is rewritten in place (padded with spaces, see
+    /// [`apply_delta`]) keeping the item's flags, exptime and bits, with a new CAS and
+    /// `atime` = now; otherwise a new item replaces it (same flags and exptime, bits
+    /// cleared, `atime` = now). See [`DeltaOpts`] for CAS, vivify and touch.
+    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta;
 
     /// memcached's flush_all: with `at == None` every item stored so far becomes
     /// invalid now; with `Some(t)`, items last stored before `t` become invalid once the
@@ -204,6 +435,14 @@ pub trait Engine: Send + Sync {
     /// Background upkeep, called about once a second by the server's ticker (frees
     /// the items of a delayed flush_all once it is due).
     fn maintain(&self) {}
+
+    /// A hint that `key` will be looked up soon (a multiget's later keys): start
+    /// loading its index bucket into the cache. No effect on results.
+    fn prefetch_index(&self, _key: &[u8]) {}
+
+    /// A hint, given after [`Engine::prefetch_index`] had time to land, to start
+    /// loading the item itself. No effect on results.
+    fn prefetch_item(&self, _key: &[u8]) {}
 }
 
 /// Parses an item's value as memcached's incr/decr do (`safe_strtoull` on the data):

@@ -27,7 +27,8 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, RelTime};
 use crate::{
-    apply_delta, memcached_item_bytes, Config, Delta, Engine, Fetch, Item, Mode, Stats, StoreResult,
+    apply_delta, memcached_item_bytes, Config, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts,
+    Engine, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify,
 };
 
 /// Shards: enough that 4–16 workers rarely meet on one lock.
@@ -48,12 +49,15 @@ struct Slot {
     cas: u64,
     flags: u32,
     exptime: RelTime,
-    /// When the item was stored (for delayed flush_all).
+    /// memcached's `it->time`: when the item was stored or last accessed as
+    /// [`Item::atime`] describes (read by delayed flush_all and eviction ages).
     time: RelTime,
     prev: u32,
     next: u32,
     klen: u8,
     fetched: bool,
+    stale: bool,
+    token_sent: bool,
 }
 
 impl Slot {
@@ -240,7 +244,9 @@ impl Shard {
         used.fetch_sub(charge, Ordering::Relaxed);
     }
 
-    /// Links a new item whose bytes are already reserved in `used`.
+    /// Links a new item whose bytes are already reserved in `used`. `cas` overrides
+    /// the next unique (explicit CAS, `E`). Returns the slot and its unique.
+    #[allow(clippy::too_many_arguments)]
     fn insert(
         &mut self,
         hash: u64,
@@ -249,8 +255,12 @@ impl Shard {
         flags: u32,
         exptime: RelTime,
         now: RelTime,
-    ) -> u64 {
-        let cas = self.next_cas();
+        cas: Option<u64>,
+    ) -> (u32, u64) {
+        let cas = match cas {
+            Some(c) => c,
+            None => self.next_cas(),
+        };
         let slot = Slot {
             data,
             hash,
@@ -262,6 +272,8 @@ impl Shard {
             next: NIL,
             klen,
             fetched: false,
+            stale: false,
+            token_sent: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -279,7 +291,17 @@ impl Shard {
         self.push_head(idx);
         self.curr_items += 1;
         self.counters.total_items += 1;
-        cas
+        (idx, cas)
+    }
+
+    /// memcached's `do_item_bump` as [`GetOpts::no_bump`] describes it.
+    fn bump_fetch(&mut self, idx: u32, now: RelTime) {
+        self.bump(idx);
+        let s = &mut self.slots[idx as usize];
+        if s.fetched {
+            s.time = now;
+        }
+        s.fetched = true;
     }
 
     /// Frees the LRU tail if it may go: an expired or flushed item always, a live one
@@ -442,6 +464,135 @@ impl Reference {
         self.used.fetch_sub(bytes, Ordering::Relaxed);
     }
 
+    fn new_cas(&self, explicit: Option<u64>) -> Option<u64> {
+        if self.use_cas {
+            explicit
+        } else {
+            None
+        }
+    }
+
+    /// The hit half of [`Engine::get`]: visit, mark the token, touch, bump.
+    fn visit_hit(
+        &self,
+        sh: &mut Shard,
+        idx: u32,
+        opts: &GetOpts,
+        now: RelTime,
+        visit: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Fetch {
+        let s = &sh.slots[idx as usize];
+        let won = visit(Item {
+            key: s.key(),
+            value: s.value(),
+            flags: s.flags,
+            cas: self.cas_out(s.cas),
+            exptime: s.exptime,
+            atime: s.time,
+            fetched: s.fetched,
+            stale: s.stale,
+            token_sent: s.token_sent,
+            created: false,
+        });
+        let s = &mut sh.slots[idx as usize];
+        if won {
+            s.token_sent = true;
+        }
+        if let Some(exptime) = opts.touch {
+            s.exptime = exptime;
+        }
+        if !opts.no_bump {
+            sh.bump_fetch(idx, now);
+        }
+        Fetch::Hit
+    }
+
+    /// [`GetOpts::vivify`] after a miss: reserve, then create the empty item unless
+    /// another request made the key live meanwhile (then it is an ordinary hit).
+    fn vivify(
+        &self,
+        key: &[u8],
+        (hash, si): (u64, usize),
+        opts: &GetOpts,
+        ttl: RelTime,
+        miss: Fetch,
+        visit: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Fetch {
+        let need = key.len() as u64 + ITEM_OVERHEAD_BYTES;
+        if !self.reserve(need, si) {
+            self.outofmemory.fetch_add(1, Ordering::Relaxed);
+            return miss;
+        }
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        if let Ok(idx) = sh.find_live(hash, key, e, &self.used) {
+            self.unreserve(need);
+            return self.visit_hit(&mut sh, idx, opts, e.now, visit);
+        }
+        let cas = self.new_cas(opts.new_cas);
+        let (idx, _) = sh.insert(
+            hash,
+            key.len() as u8,
+            make_data(key, &[]),
+            0,
+            ttl,
+            e.now,
+            cas,
+        );
+        let s = &sh.slots[idx as usize];
+        let won = visit(Item {
+            key: s.key(),
+            value: s.value(),
+            flags: 0,
+            cas: self.cas_out(s.cas),
+            exptime: 0,
+            atime: s.time,
+            fetched: false,
+            stale: false,
+            token_sent: false,
+            created: true,
+        });
+        if won {
+            sh.slots[idx as usize].token_sent = true;
+        }
+        Fetch::Hit
+    }
+
+    /// [`DeltaOpts::vivify`] after a miss: create the counter unless another request
+    /// made the key live meanwhile (then the delta is applied to it after all).
+    fn vivify_counter(
+        &self,
+        key: &[u8],
+        (hash, si): (u64, usize),
+        incr: bool,
+        delta: u64,
+        opts: &DeltaOpts,
+        v: Vivify,
+    ) -> Delta {
+        let digits = v.initial.to_string();
+        let need = (key.len() + digits.len()) as u64 + ITEM_OVERHEAD_BYTES;
+        if !self.reserve(need, si) {
+            self.outofmemory.fetch_add(1, Ordering::Relaxed);
+            return Delta::OutOfMemory;
+        }
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        if sh.find_live(hash, key, e, &self.used).is_ok() {
+            self.unreserve(need);
+            drop(sh);
+            return self.delta(key, incr, delta, opts);
+        }
+        let data = make_data(key, &[digits.as_bytes()]);
+        let cas = self.new_cas(opts.new_cas);
+        let (_, cas) = sh.insert(hash, key.len() as u8, data, 0, v.exptime, e.now, cas);
+        Delta::Value(Counter {
+            value: v.initial,
+            cas: self.cas_out(cas),
+            exptime: 0,
+            created: true,
+        })
+    }
+
     /// The body of [`Engine::store`], with the shard locked and `reserved` bytes
     /// already counted in `used` (the request's fields travel unbundled, as in the
     /// trait method).
@@ -456,43 +607,68 @@ impl Reference {
         exptime: RelTime,
         value: &[u8],
         reserved: u64,
+        opts: &StoreOpts,
     ) -> StoreResult {
         let e = self.epoch();
         let old = sh.find_live(hash, key, e, &self.used).ok();
         let klen = key.len() as u8;
-        let (data, flags, exptime) = match (mode, old) {
-            (Mode::Add, Some(idx)) => {
-                // memcached refreshes the existing item's LRU position on a failed add.
-                sh.bump(idx);
-                self.unreserve(reserved);
-                return StoreResult::NotStored;
+        // memcached's do_store_item: a set or replace with a unique is a cas.
+        let (mode, cas_want) = match mode {
+            Mode::Cas(c) => (Mode::Set, Some(c)),
+            Mode::Set | Mode::Replace if opts.compare_cas.is_some() => {
+                (Mode::Set, opts.compare_cas)
             }
-            (Mode::Replace | Mode::Append | Mode::Prepend, None) => {
-                self.unreserve(reserved);
-                return StoreResult::NotStored;
-            }
-            (Mode::Cas(_), None) => {
-                self.unreserve(reserved);
-                return StoreResult::NotFound;
-            }
-            // memcached: a unique of 0 (and every unique under -C, where items carry
-            // none) never matches, so such a cas answers EXISTS.
-            (Mode::Cas(want), Some(idx))
-                if want == 0 || self.cas_out(sh.slots[idx as usize].cas) != want =>
-            {
-                self.unreserve(reserved);
-                return StoreResult::Exists;
-            }
-            (Mode::Append | Mode::Prepend, Some(idx)) => {
+            m => (m, None),
+        };
+        // Items carry no unique under -C: every requested unique compares as 0.
+        let want = |c: u64| if self.use_cas { c } else { 0 };
+        let refuse = |r: StoreResult| {
+            self.unreserve(reserved);
+            r
+        };
+        // (exptime, token_sent) of the old item for a stale store (`ms I`).
+        let mut stale_from: Option<(RelTime, bool)> = None;
+        let (data, flags, exptime) = match (cas_want, mode, old) {
+            (Some(_), _, None) => return refuse(StoreResult::NotFound),
+            (Some(c), _, Some(idx)) => {
+                let w = want(c);
                 let s = &sh.slots[idx as usize];
+                let have = self.cas_out(s.cas);
+                if w != 0 && w == have {
+                    (make_data(key, &[value]), flags, exptime)
+                } else if opts.invalidate && w != 0 && w < have {
+                    stale_from = Some((s.exptime, s.token_sent));
+                    (make_data(key, &[value]), flags, s.exptime)
+                } else {
+                    return refuse(StoreResult::Exists);
+                }
+            }
+            (None, Mode::Add, Some(idx)) => {
+                // memcached refreshes the existing item on a failed add.
+                sh.bump(idx);
+                sh.slots[idx as usize].time = e.now;
+                return refuse(StoreResult::NotStored);
+            }
+            (None, Mode::Replace, None) => return refuse(StoreResult::NotStored),
+            (None, Mode::Append | Mode::Prepend, None) => match opts.vivify {
+                Some(t) => (make_data(key, &[value]), flags, t),
+                None => return refuse(StoreResult::NotStored),
+            },
+            (None, Mode::Append | Mode::Prepend, Some(idx)) => {
+                let s = &sh.slots[idx as usize];
+                if let Some(c) = opts.compare_cas {
+                    let w = want(c);
+                    if w != 0 && w != self.cas_out(s.cas) {
+                        return refuse(StoreResult::Exists);
+                    }
+                }
                 let joined = s.value().len() + value.len();
                 // memcached cannot allocate a joined item over -I: NOT_STORED.
                 if self.item_size_max != 0
                     && memcached_item_bytes(key.len(), s.flags, joined, self.use_cas)
                         > self.item_size_max
                 {
-                    self.unreserve(reserved);
-                    return StoreResult::NotStored;
+                    return refuse(StoreResult::NotStored);
                 }
                 let parts: [&[u8]; 2] = if mode == Mode::Append {
                     [s.value(), value]
@@ -513,46 +689,38 @@ impl Reference {
         if let Some(idx) = old {
             sh.remove(idx, &self.used);
         }
-        let cas = sh.insert(hash, klen, data, flags, exptime, e.now);
+        let (idx, cas) = sh.insert(
+            hash,
+            klen,
+            data,
+            flags,
+            exptime,
+            e.now,
+            self.new_cas(opts.new_cas),
+        );
+        if let Some((_, token_sent)) = stale_from {
+            let s = &mut sh.slots[idx as usize];
+            s.stale = true;
+            s.token_sent = token_sent;
+        }
         StoreResult::Stored(self.cas_out(cas))
     }
 }
 
 impl Engine for Reference {
-    fn get(&self, key: &[u8], touch: Option<RelTime>, visit: &mut dyn FnMut(Item<'_>)) -> Fetch {
-        let (hash, si) = self.locate(key);
-        let e = self.epoch();
-        let mut sh = self.shards[si].lock();
-        let idx = match sh.find_live(hash, key, e, &self.used) {
-            Ok(idx) => idx,
-            Err(why) => return why,
-        };
-        sh.bump(idx);
-        let s = &mut sh.slots[idx as usize];
-        if let Some(exptime) = touch {
-            s.exptime = exptime;
-        }
-        s.fetched = true;
-        visit(Item {
-            key: s.key(),
-            value: s.value(),
-            flags: s.flags,
-            cas: if self.use_cas { s.cas } else { 0 },
-        });
-        Fetch::Hit
-    }
-
-    fn touch(&self, key: &[u8], exptime: RelTime) -> bool {
+    fn get(&self, key: &[u8], opts: &GetOpts, visit: &mut dyn FnMut(Item<'_>) -> bool) -> Fetch {
         let (hash, si) = self.locate(key);
         let e = self.epoch();
         let mut sh = self.shards[si].lock();
         match sh.find_live(hash, key, e, &self.used) {
-            Ok(idx) => {
-                sh.slots[idx as usize].exptime = exptime;
-                sh.bump(idx);
-                true
+            Ok(idx) => self.visit_hit(&mut sh, idx, opts, e.now, visit),
+            Err(miss) => {
+                drop(sh);
+                match opts.vivify {
+                    Some(ttl) => self.vivify(key, (hash, si), opts, ttl, miss, visit),
+                    None => miss,
+                }
             }
-            Err(_) => false,
         }
     }
 
@@ -563,6 +731,7 @@ impl Engine for Reference {
         flags: u32,
         exptime: RelTime,
         value: &[u8],
+        opts: &StoreOpts,
     ) -> StoreResult {
         let (hash, si) = self.locate(key);
         let mut need = (key.len() + value.len()) as u64 + ITEM_OVERHEAD_BYTES;
@@ -572,6 +741,7 @@ impl Engine for Reference {
             let mut sh = self.shards[si].lock();
             match sh.find_live(hash, key, e, &self.used) {
                 Ok(idx) => need += sh.slots[idx as usize].value().len() as u64,
+                Err(_) if opts.vivify.is_some() => {}
                 Err(_) => return StoreResult::NotStored,
             }
         }
@@ -580,28 +750,45 @@ impl Engine for Reference {
             if mode == Mode::Set {
                 // memcached drops the old value when a set cannot be stored, so a
                 // reader never sees stale data for a key whose write failed.
-                self.delete(key);
+                self.delete(key, &DeleteOpts::default());
             }
             return StoreResult::OutOfMemory;
         }
         let mut sh = self.shards[si].lock();
-        self.store_locked(&mut sh, mode, hash, key, flags, exptime, value, need)
+        self.store_locked(&mut sh, mode, hash, key, flags, exptime, value, need, opts)
     }
 
-    fn delete(&self, key: &[u8]) -> bool {
+    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
         let (hash, si) = self.locate(key);
         let e = self.epoch();
         let mut sh = self.shards[si].lock();
-        match sh.find_live(hash, key, e, &self.used) {
-            Ok(idx) => {
-                sh.remove(idx, &self.used);
-                true
+        let Ok(idx) = sh.find_live(hash, key, e, &self.used) else {
+            return DeleteResult::NotFound;
+        };
+        if let Some(c) = opts.compare_cas {
+            if self.cas_out(sh.slots[idx as usize].cas) != c {
+                return DeleteResult::Exists;
             }
-            Err(_) => false,
         }
+        if !opts.invalidate {
+            sh.remove(idx, &self.used);
+            return DeleteResult::Deleted;
+        }
+        let cas = match self.new_cas(opts.new_cas) {
+            Some(c) => c,
+            None => sh.next_cas(),
+        };
+        let s = &mut sh.slots[idx as usize];
+        if let Some(t) = opts.touch {
+            s.exptime = t;
+        }
+        s.stale = true;
+        s.token_sent = false;
+        s.cas = cas;
+        DeleteResult::Invalidated(self.cas_out(cas))
     }
 
-    fn delta(&self, key: &[u8], incr: bool, delta: u64) -> Delta {
+    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
         let (hash, si) = self.locate(key);
         if !self.reserve(DELTA_MAX_GROWTH_BYTES, si) {
             return Delta::OutOfMemory;
@@ -612,29 +799,57 @@ impl Engine for Reference {
             Ok(idx) => idx,
             Err(_) => {
                 self.unreserve(DELTA_MAX_GROWTH_BYTES);
-                return Delta::NotFound;
+                let Some(v) = opts.vivify else {
+                    return Delta::NotFound;
+                };
+                drop(sh);
+                return self.vivify_counter(key, (hash, si), incr, delta, opts, v);
             }
         };
+        let explicit = self.new_cas(opts.new_cas);
+        let (old_len, item_cas) = {
+            let s = &sh.slots[idx as usize];
+            (s.value().len(), self.cas_out(s.cas))
+        };
+        // memcached's do_add_delta: empty values first, then the CAS, then the number.
+        if old_len == 0 {
+            self.unreserve(DELTA_MAX_GROWTH_BYTES);
+            return Delta::NonNumeric;
+        }
+        if let Some(c) = opts.compare_cas {
+            if c != 0 && c != item_cas {
+                self.unreserve(DELTA_MAX_GROWTH_BYTES);
+                return Delta::Exists;
+            }
+        }
         let Some((n, digits)) = apply_delta(sh.slots[idx as usize].value(), incr, delta) else {
             self.unreserve(DELTA_MAX_GROWTH_BYTES);
             return Delta::NonNumeric;
         };
-        let old_len = sh.slots[idx as usize].value().len();
+        let old_exptime = sh.slots[idx as usize].exptime;
+        let new_exptime = opts.touch.unwrap_or(old_exptime);
         if digits.len() <= old_len {
             // memcached rewrites a counter in place when the new number fits (padded
             // with spaces by apply_delta): same item, new CAS, no new link.
             self.unreserve(DELTA_MAX_GROWTH_BYTES);
-            let cas = sh.next_cas();
+            let cas = match explicit {
+                Some(c) => c,
+                None => sh.next_cas(),
+            };
             let s = &mut sh.slots[idx as usize];
             let klen = usize::from(s.klen);
             s.data[klen..].copy_from_slice(&digits);
             s.cas = cas;
-            return Delta::Value(n);
+            s.time = e.now;
+            s.exptime = new_exptime;
+            return Delta::Value(Counter {
+                value: n,
+                cas: self.cas_out(cas),
+                exptime: old_exptime,
+                created: false,
+            });
         }
-        let (flags, exptime) = {
-            let s = &sh.slots[idx as usize];
-            (s.flags, s.exptime)
-        };
+        let flags = sh.slots[idx as usize].flags;
         let growth = (digits.len() - old_len) as u64;
         self.unreserve(DELTA_MAX_GROWTH_BYTES - growth.min(DELTA_MAX_GROWTH_BYTES));
         let data = make_data(key, &[&digits]);
@@ -642,8 +857,21 @@ impl Engine for Reference {
         let old_charge = sh.slots[idx as usize].charge();
         sh.remove(idx, &self.used);
         self.used.fetch_add(old_charge, Ordering::Relaxed);
-        sh.insert(hash, key.len() as u8, data, flags, exptime, e.now);
-        Delta::Value(n)
+        let (_, cas) = sh.insert(
+            hash,
+            key.len() as u8,
+            data,
+            flags,
+            new_exptime,
+            e.now,
+            explicit,
+        );
+        Delta::Value(Counter {
+            value: n,
+            cas: self.cas_out(cas),
+            exptime: old_exptime,
+            created: false,
+        })
     }
 
     fn flush_all(&self, at: Option<RelTime>) {
@@ -746,8 +974,9 @@ mod tests {
 
     fn get(e: &Reference, key: &[u8]) -> Option<(Vec<u8>, u32, u64)> {
         let mut out = None;
-        e.get(key, None, &mut |it| {
-            out = Some((it.value.to_vec(), it.flags, it.cas))
+        e.get(key, &GetOpts::default(), &mut |it| {
+            out = Some((it.value.to_vec(), it.flags, it.cas));
+            false
         });
         out
     }
@@ -756,37 +985,46 @@ mod tests {
     fn modes() {
         let e = engine(1 << 20, true);
         assert_eq!(
-            e.store(Mode::Add, b"k", 1, 0, b"a"),
+            e.store(Mode::Add, b"k", 1, 0, b"a", &StoreOpts::default()),
             StoreResult::Stored(get_cas_after(&e))
         );
-        assert_eq!(e.store(Mode::Add, b"k", 1, 0, b"b"), StoreResult::NotStored);
         assert_eq!(
-            e.store(Mode::Replace, b"x", 1, 0, b"b"),
+            e.store(Mode::Add, b"k", 1, 0, b"b", &StoreOpts::default()),
+            StoreResult::NotStored
+        );
+        assert_eq!(
+            e.store(Mode::Replace, b"x", 1, 0, b"b", &StoreOpts::default()),
             StoreResult::NotStored
         );
         assert!(matches!(
-            e.store(Mode::Append, b"k", 9, 0, b"z"),
+            e.store(Mode::Append, b"k", 9, 0, b"z", &StoreOpts::default()),
             StoreResult::Stored(_)
         ));
         assert!(matches!(
-            e.store(Mode::Prepend, b"k", 9, 0, b"y"),
+            e.store(Mode::Prepend, b"k", 9, 0, b"y", &StoreOpts::default()),
             StoreResult::Stored(_)
         ));
         let (v, f, cas) = get(&e, b"k").expect("hit");
         assert_eq!((v.as_slice(), f), (&b"yaz"[..], 1));
         assert_eq!(
-            e.store(Mode::Cas(cas + 1), b"k", 0, 0, b"c"),
+            e.store(Mode::Cas(cas + 1), b"k", 0, 0, b"c", &StoreOpts::default()),
             StoreResult::Exists
         );
         assert!(
-            matches!(e.store(Mode::Cas(cas), b"k", 0, 0, b"c"), StoreResult::Stored(c) if c != cas)
+            matches!(e.store(Mode::Cas(cas), b"k", 0, 0, b"c", &StoreOpts::default()), StoreResult::Stored(c) if c != cas)
         );
         assert_eq!(
-            e.store(Mode::Cas(1), b"nope", 0, 0, b"c"),
+            e.store(Mode::Cas(1), b"nope", 0, 0, b"c", &StoreOpts::default()),
             StoreResult::NotFound
         );
-        assert!(e.delete(b"k"));
-        assert!(!e.delete(b"k"));
+        assert_eq!(
+            e.delete(b"k", &DeleteOpts::default()),
+            DeleteResult::Deleted
+        );
+        assert_eq!(
+            e.delete(b"k", &DeleteOpts::default()),
+            DeleteResult::NotFound
+        );
     }
 
     fn get_cas_after(e: &Reference) -> u64 {
@@ -805,24 +1043,45 @@ mod tests {
         };
         let e = Reference::new(cfg, 10, Arc::new(Clock::new()));
         assert!(matches!(
-            e.store(Mode::Set, b"k", 0, 0, &[b'y'; 600]),
+            e.store(Mode::Set, b"k", 0, 0, &[b'y'; 600], &StoreOpts::default()),
             StoreResult::Stored(_)
         ));
         assert_eq!(
-            e.store(Mode::Append, b"k", 0, 0, &[b'z'; 600]),
+            e.store(
+                Mode::Append,
+                b"k",
+                0,
+                0,
+                &[b'z'; 600],
+                &StoreOpts::default()
+            ),
             StoreResult::NotStored
         );
         assert_eq!(
-            e.store(Mode::Prepend, b"k", 0, 0, &[b'z'; 600]),
+            e.store(
+                Mode::Prepend,
+                b"k",
+                0,
+                0,
+                &[b'z'; 600],
+                &StoreOpts::default()
+            ),
             StoreResult::NotStored
         );
         // 1024 - 48 header - 2 (key + NUL) - 2 (CRLF) - 8 (CAS) = 964 bytes fit.
         assert!(matches!(
-            e.store(Mode::Append, b"k", 0, 0, &[b'z'; 364]),
+            e.store(
+                Mode::Append,
+                b"k",
+                0,
+                0,
+                &[b'z'; 364],
+                &StoreOpts::default()
+            ),
             StoreResult::Stored(_)
         ));
         assert_eq!(
-            e.store(Mode::Append, b"k", 0, 0, b"z"),
+            e.store(Mode::Append, b"k", 0, 0, b"z", &StoreOpts::default()),
             StoreResult::NotStored
         );
     }
@@ -831,12 +1090,18 @@ mod tests {
     fn expiry_and_touch() {
         let e = engine(1 << 20, true);
         e.clock.set(100);
-        e.store(Mode::Set, b"k", 0, 101, b"v");
+        e.store(Mode::Set, b"k", 0, 101, b"v", &StoreOpts::default());
         assert!(get(&e, b"k").is_some());
         e.clock.set(101);
-        assert_eq!(e.get(b"k", None, &mut |_| {}), Fetch::Expired);
-        assert_eq!(e.get(b"k", None, &mut |_| {}), Fetch::Miss);
-        e.store(Mode::Set, b"t", 0, 102, b"v");
+        assert_eq!(
+            e.get(b"k", &GetOpts::default(), &mut |_| false),
+            Fetch::Expired
+        );
+        assert_eq!(
+            e.get(b"k", &GetOpts::default(), &mut |_| false),
+            Fetch::Miss
+        );
+        e.store(Mode::Set, b"t", 0, 102, b"v", &StoreOpts::default());
         assert!(e.touch(b"t", 0));
         e.clock.set(1000);
         assert!(get(&e, b"t").is_some());
@@ -846,50 +1111,68 @@ mod tests {
     fn flush_now_and_delayed() {
         let e = engine(1 << 20, true);
         e.clock.set(100);
-        e.store(Mode::Set, b"a", 0, 0, b"v");
-        e.store(Mode::Set, b"z", 0, 0, b"v");
+        e.store(Mode::Set, b"a", 0, 0, b"v", &StoreOpts::default());
+        e.store(Mode::Set, b"z", 0, 0, b"v", &StoreOpts::default());
         e.flush_all(None);
-        assert_eq!(e.get(b"a", None, &mut |_| {}), Fetch::Flushed);
+        assert_eq!(
+            e.get(b"a", &GetOpts::default(), &mut |_| false),
+            Fetch::Flushed
+        );
         // maintain() frees the rest, as memcached's crawler would.
         assert_eq!(e.stats().curr_items, 1);
         e.maintain();
         assert_eq!((e.stats().curr_items, e.stats().bytes), (0, 0));
         // Stored in the same second after the flush: live.
-        e.store(Mode::Set, b"b", 0, 0, b"v");
+        e.store(Mode::Set, b"b", 0, 0, b"v", &StoreOpts::default());
         assert!(get(&e, b"b").is_some());
         e.flush_all(Some(110));
         e.clock.set(105);
         assert!(get(&e, b"b").is_some());
         e.clock.set(110);
-        assert_eq!(e.get(b"b", None, &mut |_| {}), Fetch::Flushed);
+        assert_eq!(
+            e.get(b"b", &GetOpts::default(), &mut |_| false),
+            Fetch::Flushed
+        );
         // maintain() frees a due delayed flush's items without a lookup.
-        e.store(Mode::Set, b"d", 0, 0, b"v");
+        e.store(Mode::Set, b"d", 0, 0, b"v", &StoreOpts::default());
         e.flush_all(Some(115));
         e.clock.set(115);
         assert_eq!(e.stats().curr_items, 1);
         e.maintain();
         assert_eq!(e.stats().curr_items, 0);
         e.clock.set(116);
-        e.store(Mode::Set, b"c", 0, 0, b"v");
+        e.store(Mode::Set, b"c", 0, 0, b"v", &StoreOpts::default());
         assert!(get(&e, b"c").is_some());
     }
 
     #[test]
     fn incr_decr() {
         let e = engine(1 << 20, true);
-        e.store(Mode::Set, b"n", 5, 0, b"10");
+        e.store(Mode::Set, b"n", 5, 0, b"10", &StoreOpts::default());
         let total = e.stats().total_items;
-        assert_eq!(e.delta(b"n", false, 1), Delta::Value(9));
+        assert!(matches!(
+            e.delta(b"n", false, 1, &DeltaOpts::default()),
+            Delta::Value(Counter { value: 9, .. })
+        ));
         assert_eq!(get(&e, b"n").map(|g| g.0), Some(b"9 ".to_vec()));
         assert_eq!(e.stats().total_items, total, "in place: no new item");
-        assert_eq!(e.delta(b"n", true, 91), Delta::Value(100));
+        assert!(matches!(
+            e.delta(b"n", true, 91, &DeltaOpts::default()),
+            Delta::Value(Counter { value: 100, .. })
+        ));
         assert_eq!(
             get(&e, b"n").map(|g| (g.0, g.1)),
             Some((b"100".to_vec(), 5))
         );
-        assert_eq!(e.delta(b"missing", true, 1), Delta::NotFound);
-        e.store(Mode::Set, b"s", 0, 0, b"abc");
-        assert_eq!(e.delta(b"s", true, 1), Delta::NonNumeric);
+        assert_eq!(
+            e.delta(b"missing", true, 1, &DeltaOpts::default()),
+            Delta::NotFound
+        );
+        e.store(Mode::Set, b"s", 0, 0, b"abc", &StoreOpts::default());
+        assert_eq!(
+            e.delta(b"s", true, 1, &DeltaOpts::default()),
+            Delta::NonNumeric
+        );
     }
 
     #[test]
@@ -899,7 +1182,14 @@ mod tests {
         for i in 0..10_000u32 {
             let key = format!("key:{i}");
             assert!(matches!(
-                e.store(Mode::Set, key.as_bytes(), 0, 0, &[b'x'; 100]),
+                e.store(
+                    Mode::Set,
+                    key.as_bytes(),
+                    0,
+                    0,
+                    &[b'x'; 100],
+                    &StoreOpts::default()
+                ),
                 StoreResult::Stored(_)
             ));
             assert!(e.stats().bytes <= limit);
@@ -930,7 +1220,14 @@ mod tests {
         let e = engine(4096, false);
         let mut stored = 0;
         for i in 0..100u32 {
-            match e.store(Mode::Set, format!("k{i}").as_bytes(), 0, 0, &[b'x'; 100]) {
+            match e.store(
+                Mode::Set,
+                format!("k{i}").as_bytes(),
+                0,
+                0,
+                &[b'x'; 100],
+                &StoreOpts::default(),
+            ) {
                 StoreResult::Stored(_) => stored += 1,
                 StoreResult::OutOfMemory => break,
                 other => panic!("{other:?}"),
@@ -940,7 +1237,7 @@ mod tests {
         assert_eq!(e.stats().evictions, 0);
         // A failed set removes the old value.
         assert_eq!(
-            e.store(Mode::Set, b"k0", 0, 0, &[b'x'; 1000]),
+            e.store(Mode::Set, b"k0", 0, 0, &[b'x'; 1000], &StoreOpts::default()),
             StoreResult::OutOfMemory
         );
         assert!(get(&e, b"k0").is_none());

@@ -1,0 +1,536 @@
+//! The hash index: 4096 partitions, each a table of 64-byte buckets of eight 8-byte
+//! slots, two candidate buckets per key, lock-free lookups.
+//!
+//! ```text
+//!  hash (64 bits): [63..52] partition  [47..32] tag  [31..0] bucket choice
+//!  slot (64 bits): tag (16) | segment id (24) | offset / 4 (24)      0 = empty
+//!
+//!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
+//!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
+//!                                                 (n grows by 1/4 when full)
+//!                                       Bucket = [AtomicU64; 8]  (one cache line)
+//! ```
+//!
+//! A key may live in bucket `b1` or `b2` (both derived from the hash); an insert takes
+//! the emptier one (MemC3-style two choices), which fills tables past 90% before any
+//! insert fails. When both are full the partition's table is rebuilt 1.25× larger:
+//! the rebuild re-reads each item's key to rehash it, under the partition's lock, so
+//! it pauses only that partition's writers, for a time bounded by the partition's
+//! item count (1/4096 of the cache). Readers never wait: they go on reading the old
+//! table, which is freed through [`super::epoch`] once no reader can hold it.
+//!
+//! Readers load slots with Acquire; writers change slots with Release stores under
+//! the partition lock, after the item the slot names is completely written.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::epoch;
+
+pub const PARTITIONS: usize = 4096;
+const PARTITION_SHIFT: u32 = 52;
+pub const SLOTS_PER_BUCKET: usize = 8;
+const INITIAL_BUCKETS: usize = 2;
+
+/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub seg: u32,
+    pub off: u32,
+}
+
+pub const MAX_SEGMENTS: u32 = 1 << 24;
+pub const MAX_OFFSET: u32 = 1 << 26;
+
+fn tag_of(h: u64) -> u64 {
+    (h >> 32) & 0xffff
+}
+
+fn encode(h: u64, loc: Loc) -> u64 {
+    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < MAX_OFFSET);
+    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 2)
+}
+
+fn decode(slot: u64) -> Loc {
+    Loc {
+        seg: ((slot >> 24) & 0xff_ffff) as u32,
+        off: ((slot & 0xff_ffff) as u32) << 2,
+    }
+}
+
+fn slot_tag(slot: u64) -> u64 {
+    slot >> 48
+}
+
+/// Maps 32 hash bits onto `0..n` without a division.
+fn reduce(x: u32, n: usize) -> usize {
+    ((u64::from(x) * n as u64) >> 32) as usize
+}
+
+fn buckets_of(h: u64, n: usize) -> (usize, usize) {
+    let x = h as u32;
+    let b1 = reduce(x, n);
+    let b2 = reduce(x.wrapping_mul(0x9E37_79B1).rotate_left(16) ^ 0x5bd1_e995, n);
+    (b1, b2)
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+pub struct Bucket {
+    /// Item slots; see the module docs for the encoding.
+    slots: [AtomicU64; SLOTS_PER_BUCKET],
+}
+
+/// Most buckets one partition's table may have (the count is packed in 16 bits).
+const MAX_BUCKETS: usize = (1 << 16) - 1;
+const PTR_MASK: u64 = (1 << 48) - 1;
+
+/// A table as readers load it, in one word: the bucket array's address in the low 48
+/// bits (user-space addresses fit in 47) and the bucket count in the high 16. One
+/// atomic load in a dense 32 KiB array, instead of a pointer to a table header that
+/// is one more cache miss on every lookup.
+fn pack(buckets: Box<[Bucket]>) -> u64 {
+    let n = buckets.len() as u64;
+    let p = Box::into_raw(buckets) as *mut Bucket as u64;
+    if p > PTR_MASK || n > MAX_BUCKETS as u64 {
+        // Not input-dependent: an address space this engine does not support.
+        eprintln!("memcrab: index table at {p:#x} does not fit in 48 bits");
+        std::process::abort();
+    }
+    n << 48 | p
+}
+
+/// The buckets of a packed table.
+///
+/// # Safety
+/// `v` came from [`pack`] and the table has not been freed.
+unsafe fn unpack<'a>(v: u64) -> Table<'a> {
+    let (p, n) = ((v & PTR_MASK) as *const Bucket, (v >> 48) as usize);
+    // SAFETY: per the contract, `pack` made this from a live Box<[Bucket]> of this
+    // length.
+    let buckets = unsafe { std::slice::from_raw_parts(p, n) };
+    Table { buckets }
+}
+
+/// A table the index no longer links, freed on drop.
+struct Retired(u64);
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        let (p, n) = ((self.0 & PTR_MASK) as *mut Bucket, (self.0 >> 48) as usize);
+        // SAFETY: `pack` leaked exactly this Box<[Bucket]>, and a Retired is dropped
+        // only when no reader or writer can hold it any more.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
+    }
+}
+
+fn new_buckets(n: usize) -> Box<[Bucket]> {
+    (0..n).map(|_| Bucket::default()).collect()
+}
+
+#[derive(Clone, Copy)]
+pub struct Table<'a> {
+    buckets: &'a [Bucket],
+}
+
+impl Table<'_> {
+    fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    fn free_slot(&self, b: usize) -> Option<usize> {
+        self.buckets[b]
+            .slots
+            .iter()
+            .position(|s| s.load(Ordering::Relaxed) == 0)
+    }
+
+    fn occupancy(&self, b: usize) -> usize {
+        self.buckets[b]
+            .slots
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
+    /// Places a slot value in the emptier candidate bucket; false when both are full.
+    fn place(&self, h: u64, value: u64) -> bool {
+        let (b1, b2) = buckets_of(h, self.len());
+        let b = if b1 != b2 && self.occupancy(b2) < self.occupancy(b1) {
+            b2
+        } else {
+            b1
+        };
+        let b = match self.free_slot(b) {
+            Some(_) => b,
+            None if b != b2 && self.free_slot(b2).is_some() => b2,
+            None if b != b1 && self.free_slot(b1).is_some() => b1,
+            None => return false,
+        };
+        if let Some(s) = self.free_slot(b) {
+            self.buckets[b].slots[s].store(value, Ordering::Release);
+            return true;
+        }
+        false
+    }
+}
+
+/// Per-partition counts, kept under the partition lock.
+#[derive(Default, Clone, Copy)]
+pub struct Counts {
+    /// Linked items.
+    pub items: u64,
+    /// Bytes of linked items (their size in segments).
+    pub bytes: u64,
+    /// Items ever linked by a store (memcached's total_items).
+    pub total_items: u64,
+}
+
+pub struct Index {
+    /// Per partition, its writers' lock: every slot change, table rebuilds, and the
+    /// counts of the partition are made under it.
+    locks: Box<[Mutex<Counts>]>,
+    /// Per partition, its current table, packed (see [`pack`]). Replaced only under
+    /// the partition's lock; a replaced table is retired to the epoch limbo because
+    /// readers may still be in it.
+    tables: Box<[AtomicU64]>,
+    /// Replaced tables waiting for readers to leave them: (epoch, table).
+    retired: Mutex<Vec<(u64, Retired)>>,
+    /// Table rebuilds in progress (memcached's hash_is_expanding).
+    expanding: AtomicU64,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Index {
+    pub fn new() -> Index {
+        Index {
+            locks: (0..PARTITIONS)
+                .map(|_| Mutex::new(Counts::default()))
+                .collect(),
+            tables: (0..PARTITIONS)
+                .map(|_| AtomicU64::new(pack(new_buckets(INITIAL_BUCKETS))))
+                .collect(),
+            retired: Mutex::new(Vec::new()),
+            expanding: AtomicU64::new(0),
+        }
+    }
+
+    fn part(h: u64) -> usize {
+        (h >> PARTITION_SHIFT) as usize
+    }
+
+    /// The current table of `h`'s partition.
+    ///
+    /// # Safety
+    /// The caller is pinned or holds the partition's lock, and does not keep the
+    /// table past that.
+    unsafe fn table(&self, h: u64) -> Table<'_> {
+        // SAFETY: per the contract the table is not freed meanwhile.
+        unsafe { unpack(self.tables[Self::part(h)].load(Ordering::Acquire)) }
+    }
+
+    /// Lock-free lookup: the location of the item whose key `is_key` accepts.
+    pub fn find(
+        &self,
+        h: u64,
+        _pin: &epoch::Guard,
+        mut is_key: impl FnMut(Loc) -> bool,
+    ) -> Option<Loc> {
+        // SAFETY: tables are freed only after an epoch no pinned reader predates, and
+        // the caller is pinned (`_pin`).
+        let t = unsafe { self.table(h) };
+        let (b1, b2) = buckets_of(h, t.len());
+        let tag = tag_of(h);
+        for b in [b1, b2] {
+            for s in &t.buckets[b].slots {
+                let v = s.load(Ordering::Acquire);
+                if v != 0 && slot_tag(v) == tag {
+                    let loc = decode(v);
+                    if is_key(loc) {
+                        return Some(loc);
+                    }
+                }
+            }
+            if b1 == b2 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Starts loading the two candidate buckets of `h` into the cache.
+    pub fn prefetch(&self, h: u64, _pin: &epoch::Guard) {
+        // SAFETY: pinned, so the table is not freed (see `find`).
+        let t = unsafe { self.table(h) };
+        let (b1, b2) = buckets_of(h, t.len());
+        prefetch(&t.buckets[b1]);
+        prefetch(&t.buckets[b2]);
+    }
+
+    /// The location a slot with `h`'s tag names, without comparing keys (a hint).
+    pub fn peek(&self, h: u64, _pin: &epoch::Guard) -> Option<Loc> {
+        // SAFETY: pinned, so the table is not freed (see `find`).
+        let t = unsafe { self.table(h) };
+        let (b1, b2) = buckets_of(h, t.len());
+        let tag = tag_of(h);
+        [b1, b2].into_iter().find_map(|b| {
+            t.buckets[b].slots.iter().find_map(|s| {
+                let v = s.load(Ordering::Relaxed);
+                (v != 0 && slot_tag(v) == tag).then(|| decode(v))
+            })
+        })
+    }
+
+    pub fn lock(&self, h: u64) -> Locked<'_> {
+        let part = Self::part(h);
+        Locked {
+            index: self,
+            part,
+            counts: self.locks[part].lock(),
+        }
+    }
+
+    /// Sums of every partition's counts.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for l in self.locks.iter() {
+            let pc = *l.lock();
+            c.items += pc.items;
+            c.bytes += pc.bytes;
+            c.total_items += pc.total_items;
+        }
+        c
+    }
+
+    pub fn reset_total_items(&self) {
+        for l in self.locks.iter() {
+            l.lock().total_items = 0;
+        }
+    }
+
+    /// (buckets, bytes) of all current tables.
+    pub fn size(&self) -> (u64, u64) {
+        let mut n = 0u64;
+        for (l, t) in self.locks.iter().zip(self.tables.iter()) {
+            let _l = l.lock();
+            // SAFETY: under the partition lock the table cannot be replaced or freed.
+            n += unsafe { unpack(t.load(Ordering::Acquire)) }.len() as u64;
+        }
+        (n, n * std::mem::size_of::<Bucket>() as u64)
+    }
+
+    pub fn is_expanding(&self) -> bool {
+        self.expanding.load(Ordering::Relaxed) != 0
+    }
+
+    /// Frees retired tables no reader can be in.
+    pub fn collect(&self) {
+        self.retired
+            .lock()
+            .retain(|(e, _)| !epoch::is_quiescent(*e));
+    }
+}
+
+/// Asks the CPU to start loading the cache line at `p`; a no-op elsewhere.
+#[inline]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// A locked partition.
+pub struct Locked<'a> {
+    index: &'a Index,
+    part: usize,
+    pub counts: MutexGuard<'a, Counts>,
+}
+
+/// A slot found under the lock: (bucket, slot) in the current table.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotPos(usize, usize);
+
+impl Locked<'_> {
+    fn table(&self) -> Table<'_> {
+        // SAFETY: we hold the partition lock, so the table is neither replaced nor
+        // freed while `self` lives.
+        unsafe { unpack(self.index.tables[self.part].load(Ordering::Acquire)) }
+    }
+
+    /// The slot of the item whose key `is_key` accepts.
+    pub fn find(&self, h: u64, mut is_key: impl FnMut(Loc) -> bool) -> Option<(SlotPos, Loc)> {
+        let t = self.table();
+        let (b1, b2) = buckets_of(h, t.len());
+        let tag = tag_of(h);
+        for b in [b1, b2] {
+            for (i, s) in t.buckets[b].slots.iter().enumerate() {
+                let v = s.load(Ordering::Relaxed);
+                if v != 0 && slot_tag(v) == tag {
+                    let loc = decode(v);
+                    if is_key(loc) {
+                        return Some((SlotPos(b, i), loc));
+                    }
+                }
+            }
+            if b1 == b2 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// The slot that points exactly at `loc` (an item's own slot, if it is linked).
+    pub fn find_loc(&self, h: u64, loc: Loc) -> Option<SlotPos> {
+        let want = encode(h, loc);
+        let t = self.table();
+        let (b1, b2) = buckets_of(h, t.len());
+        for b in [b1, b2] {
+            if let Some(i) = t.buckets[b]
+                .slots
+                .iter()
+                .position(|s| s.load(Ordering::Relaxed) == want)
+            {
+                return Some(SlotPos(b, i));
+            }
+        }
+        None
+    }
+
+    pub fn replace(&mut self, pos: SlotPos, h: u64, loc: Loc) {
+        self.table().buckets[pos.0].slots[pos.1].store(encode(h, loc), Ordering::Release);
+    }
+
+    pub fn remove(&mut self, pos: SlotPos) {
+        self.table().buckets[pos.0].slots[pos.1].store(0, Ordering::Release);
+    }
+
+    /// Links a new item. When both candidate buckets are full, rebuilds the table
+    /// larger first; `rehash` gives the hash of the item at a location (its key is
+    /// read from segment memory, which stays valid: linked items are not freed while
+    /// their partition is locked). A table already at its largest (65,535 buckets,
+    /// half a million items in this partition) makes room by dropping a slot of the
+    /// first bucket instead: its location is returned, for the caller to account.
+    pub fn insert(&mut self, h: u64, loc: Loc, rehash: impl Fn(Loc) -> u64) -> Option<Loc> {
+        let value = encode(h, loc);
+        let old = self.table();
+        if old.place(h, value) {
+            return None;
+        }
+        if old.len() >= MAX_BUCKETS {
+            let (b1, _) = buckets_of(h, old.len());
+            let victim = old.buckets[b1].slots[0].swap(value, Ordering::AcqRel);
+            return Some(decode(victim));
+        }
+        self.index.expanding.fetch_add(1, Ordering::Relaxed);
+        let mut n = (old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS);
+        let new = loop {
+            let b = new_buckets(n);
+            let t = Table { buckets: &b };
+            let ok = old
+                .buckets
+                .iter()
+                .flat_map(|b| b.slots.iter())
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&v| v != 0)
+                .all(|v| t.place(rehash(decode(v)), v))
+                && t.place(h, value);
+            if ok || n == MAX_BUCKETS {
+                // At the largest size a last failed place can only be the new item's
+                // (old items fit before): make room for it as above.
+                if !ok {
+                    let (b1, _) = buckets_of(h, n);
+                    let victim = b[b1].slots[0].swap(value, Ordering::AcqRel);
+                    let packed = self.index.tables[self.part].swap(pack(b), Ordering::AcqRel);
+                    self.retire(packed);
+                    self.index.expanding.fetch_sub(1, Ordering::Relaxed);
+                    return Some(decode(victim));
+                }
+                break b;
+            }
+            n = (n + n / 4).min(MAX_BUCKETS);
+        };
+        let packed = self.index.tables[self.part].swap(pack(new), Ordering::AcqRel);
+        self.retire(packed);
+        self.index.expanding.fetch_sub(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Hands a replaced table to the epoch limbo: freed once no reader can be in it.
+    fn retire(&self, packed: u64) {
+        let e = epoch::advance();
+        let mut retired = self.index.retired.lock();
+        retired.retain(|(e, _)| !epoch::is_quiescent(*e));
+        retired.push((e, Retired(packed)));
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        for t in self.tables.iter() {
+            // With `&mut self` no reader or writer can hold a table.
+            drop(Retired(t.load(Ordering::Relaxed)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn h(i: u64) -> u64 {
+        use std::hash::BuildHasher;
+        foldhash::fast::FixedState::with_seed(7).hash_one(i)
+    }
+
+    #[test]
+    fn insert_find_remove_and_grow() {
+        let idx = Index::new();
+        // Fake "segments": location i ↔ key i.
+        let n = 50_000u64;
+        let mut hashes = HashMap::new();
+        for i in 1..=n {
+            let loc = Loc {
+                seg: (i % 1000 + 1) as u32,
+                off: ((i / 1000) * 4) as u32,
+            };
+            hashes.insert(loc, h(i));
+            let hi = h(i);
+            let mut l = idx.lock(hi);
+            assert!(l.find(hi, |x| x == loc).is_none());
+            l.insert(hi, loc, |x| hashes[&x]);
+            l.counts.items += 1;
+        }
+        assert_eq!(idx.counts().items, n);
+        let g = epoch::pin();
+        for (loc, hi) in &hashes {
+            assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
+        }
+        drop(g);
+        let (buckets, _) = idx.size();
+        let load = n as f64 / (buckets as f64 * 8.0);
+        assert!(
+            load > 0.6,
+            "two-choice tables should fill well: load {load}"
+        );
+        for (loc, hi) in &hashes {
+            let mut l = idx.lock(*hi);
+            let pos = l.find_loc(*hi, *loc).expect("linked");
+            l.remove(pos);
+        }
+        let g = epoch::pin();
+        for (loc, hi) in &hashes {
+            assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The item layout inside a segment: a 12-byte header, optional fields, key, value.
+//!
+//! ```text
+//!  0        4          8          12        (+4)       (+4)     (+8)
+//!  ├ word0 ─┼ exptime ─┼─ state ───┼ [vlen32] ┼ [flags] ─┼ [cas] ─┼ key … ┼ value … ┼ pad to 4
+//!  word0 (immutable): key length (8 bits) | HAS_FLAGS | HAS_CAS | LONG | value length (20 bits)
+//!  exptime (atomic): RelTime, 0 = never
+//!  state (atomic):   last access (28 bits) | ACCESSED | FETCHED | STALE | TOKEN_SENT
+//! ```
+//!
+//! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
+//! and the CAS unique takes 8 only when it cannot be derived from the item's place
+//! (see `Seg::cas_of`): when an item was moved by eviction or given an explicit CAS.
+//! Everything but `exptime` and `state` is written once, before the item is
+//! published in the index, and never changed while the item is reachable.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Bytes of the fixed header.
+pub const HEADER: usize = 12;
+
+const KLEN_MASK: u32 = 0xff;
+const HAS_FLAGS: u32 = 1 << 8;
+const HAS_CAS: u32 = 1 << 9;
+const LONG: u32 = 1 << 10;
+const VLEN_SHIFT: u32 = 12;
+/// Values shorter than this keep their length in word0.
+const SHORT_VLEN_LIMIT: usize = 1 << 20;
+
+/// Last access time bits of `state` (a RelTime of 28 bits: 8.5 years of uptime).
+pub const ATIME_MASK: u32 = (1 << 28) - 1;
+/// CLOCK bit: set by a hit, cleared when eviction reinserts the item.
+pub const ACCESSED: u32 = 1 << 28;
+/// The item has been read since it was stored (memcached's ITEM_FETCHED).
+pub const FETCHED: u32 = 1 << 29;
+/// Marked stale by meta invalidation (memcached's ITEM_STALE); used once the meta
+/// protocol's engine operations land.
+#[allow(dead_code)]
+pub const STALE: u32 = 1 << 30;
+#[allow(dead_code)]
+/// A meta win token has been handed out (memcached's ITEM_TOKEN_SENT).
+pub const TOKEN_SENT: u32 = 1 << 31;
+
+/// The bytes an item with these fields takes in a segment (a multiple of 4).
+pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool) -> usize {
+    let mut n = HEADER + klen + vlen;
+    if vlen >= SHORT_VLEN_LIMIT {
+        n += 4;
+    }
+    if flags != 0 {
+        n += 4;
+    }
+    if explicit_cas {
+        n += 8;
+    }
+    (n + 3) & !3
+}
+
+/// The fields of a new item.
+pub struct New<'a> {
+    pub key: &'a [u8],
+    /// The value, as parts written back to back (append/prepend join two).
+    pub value: [&'a [u8]; 2],
+    pub flags: u32,
+    pub exptime: u32,
+    /// Initial `state`: access time and bits.
+    pub state: u32,
+    pub cas: Option<u64>,
+}
+
+impl New<'_> {
+    pub fn value_len(&self) -> usize {
+        self.value[0].len() + self.value[1].len()
+    }
+
+    pub fn size(&self) -> usize {
+        size(
+            self.key.len(),
+            self.value_len(),
+            self.flags,
+            self.cas.is_some(),
+        )
+    }
+
+    /// Writes the item at `dst`.
+    ///
+    /// # Safety
+    /// `dst` is 4-byte aligned, valid for writes of `self.size()` bytes, and no other
+    /// thread accesses those bytes until the item is published (with a Release store
+    /// that readers Acquire).
+    pub unsafe fn write(&self, dst: *mut u8) {
+        let vlen = self.value_len();
+        let mut w0 = (self.key.len() as u32) & KLEN_MASK;
+        if vlen < SHORT_VLEN_LIMIT {
+            w0 |= (vlen as u32) << VLEN_SHIFT;
+        } else {
+            w0 |= LONG;
+        }
+        if self.flags != 0 {
+            w0 |= HAS_FLAGS;
+        }
+        if self.cas.is_some() {
+            w0 |= HAS_CAS;
+        }
+        // SAFETY: the caller gives us `size()` writable, aligned, unshared bytes; every
+        // write below stays inside them (the offsets add up to `size()`).
+        unsafe {
+            (dst as *mut u32).write(w0);
+            (dst.add(4) as *mut u32).write(self.exptime);
+            (dst.add(8) as *mut u32).write(self.state);
+            let mut p = dst.add(HEADER);
+            if w0 & LONG != 0 {
+                (p as *mut u32).write_unaligned(vlen as u32);
+                p = p.add(4);
+            }
+            if self.flags != 0 {
+                (p as *mut u32).write_unaligned(self.flags);
+                p = p.add(4);
+            }
+            if let Some(cas) = self.cas {
+                (p as *mut u64).write_unaligned(cas);
+                p = p.add(8);
+            }
+            std::ptr::copy_nonoverlapping(self.key.as_ptr(), p, self.key.len());
+            p = p.add(self.key.len());
+            for part in self.value {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), p, part.len());
+                p = p.add(part.len());
+            }
+        }
+    }
+}
+
+/// A view of a published item.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    /// The stored CAS, when the item carries one.
+    pub explicit_cas: Option<u64>,
+    pub exptime: &'a AtomicU32,
+    pub state: &'a AtomicU32,
+    /// Bytes the item takes in its segment.
+    pub size: usize,
+}
+
+impl<'a> View<'a> {
+    /// Reads the item at `src`.
+    ///
+    /// # Safety
+    /// `src` points at an item written by [`New::write`] and published, and the memory
+    /// stays valid and unreused for `'a` (the caller is pinned, or holds the lock of
+    /// the partition that links the item, or owns the segment).
+    pub unsafe fn read(src: *const u8) -> View<'a> {
+        // SAFETY: per the contract, the header and the lengths it encodes lie inside
+        // the item's bytes, which nobody writes while we read them; `exptime` and
+        // `state` are 4-aligned and only ever accessed atomically after publication.
+        unsafe {
+            let w0 = (src as *const u32).read();
+            let exptime = &*(src.add(4) as *const AtomicU32);
+            let state = &*(src.add(8) as *const AtomicU32);
+            let mut p = src.add(HEADER);
+            let vlen = if w0 & LONG != 0 {
+                let v = (p as *const u32).read_unaligned() as usize;
+                p = p.add(4);
+                v
+            } else {
+                (w0 >> VLEN_SHIFT) as usize
+            };
+            let flags = if w0 & HAS_FLAGS != 0 {
+                let f = (p as *const u32).read_unaligned();
+                p = p.add(4);
+                f
+            } else {
+                0
+            };
+            let explicit_cas = if w0 & HAS_CAS != 0 {
+                let c = (p as *const u64).read_unaligned();
+                p = p.add(8);
+                Some(c)
+            } else {
+                None
+            };
+            let klen = (w0 & KLEN_MASK) as usize;
+            let key = std::slice::from_raw_parts(p, klen);
+            let value = std::slice::from_raw_parts(p.add(klen), vlen);
+            View {
+                key,
+                value,
+                flags,
+                explicit_cas,
+                exptime,
+                state,
+                size: size(klen, vlen, flags, explicit_cas.is_some()),
+            }
+        }
+    }
+
+    pub fn exptime(&self) -> u32 {
+        self.exptime.load(Ordering::Relaxed)
+    }
+
+    pub fn state(&self) -> u32 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// Sets state bits that are not set yet (no write when they all are, so hot items
+    /// do not bounce their cache line between cores).
+    pub fn set_bits(&self, bits: u32) {
+        if self.state() & bits != bits {
+            self.state.fetch_or(bits, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(key: &[u8], a: &[u8], b: &[u8], flags: u32, cas: Option<u64>) {
+        let n = New {
+            key,
+            value: [a, b],
+            flags,
+            exptime: 77,
+            state: 5 | FETCHED,
+            cas,
+        };
+        let mut buf = vec![0u32; n.size() / 4 + 1];
+        let p = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: `buf` is 4-aligned, larger than the item and ours alone.
+        let v = unsafe {
+            n.write(p);
+            View::read(p)
+        };
+        assert_eq!(v.key, key);
+        let mut joined = a.to_vec();
+        joined.extend_from_slice(b);
+        assert_eq!(v.value, &joined[..]);
+        assert_eq!(v.flags, flags);
+        assert_eq!(v.explicit_cas, cas);
+        assert_eq!(v.exptime(), 77);
+        assert_eq!(v.state(), 5 | FETCHED);
+        assert_eq!(v.size, n.size());
+        assert_eq!(v.size % 4, 0);
+    }
+
+    #[test]
+    fn layouts() {
+        roundtrip(b"key:0000001", &[7u8; 32], b"", 0, None);
+        roundtrip(b"k", b"ab", b"cd", 0xdead_beef, Some(u64::MAX));
+        roundtrip(&[b'x'; 250], b"", b"", 1, None);
+        roundtrip(b"big", &vec![1u8; SHORT_VLEN_LIMIT], b"tail", 3, Some(9));
+    }
+
+    #[test]
+    fn sizes() {
+        // The bytes-per-item target's small case: 12 + 11 + 32 = 55 → 56.
+        assert_eq!(size(11, 32, 0, false), 56);
+        assert_eq!(size(11, 32, 1, true), 68);
+    }
+}
