@@ -148,6 +148,8 @@ pub enum Request<'a> {
         megabytes: u32,
         noreply: bool,
     },
+    /// A meta command (`mg ms md ma mn me`), see [`crate::meta`].
+    Meta(crate::meta::Meta<'a>),
 }
 
 /// The argument of `shutdown`.
@@ -413,12 +415,23 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
                 None => Err(Error::MemlimitNotNumber { noreply }),
             }
         }),
-        // memcached dispatches on the first byte first: an unknown command starting
-        // with one of these letters (or any two-letter `m?`, the meta commands) is a
-        // plain ERROR; only other lines get the HTTP check.
-        _ if b"gsacidt".contains(&cmd[0]) || (cmd[0] == b'm' && cmd.len() == 2) => {
-            Done(Err(Error::UnknownCommand))
+        // Meta commands are all two bytes long and start with `m`.
+        _ if cmd[0] == b'm' && cmd.len() == 2 => {
+            match crate::meta::parse(line, &t.toks[..t.n], nt, after, cfg) {
+                crate::meta::Parsed::Done(r, 0) => {
+                    Done(r.map(Request::Meta).map_err(|()| Error::UnknownCommand))
+                }
+                crate::meta::Parsed::Done(r, data) => Line::Data(
+                    r.map(Request::Meta).map_err(|()| Error::UnknownCommand),
+                    data,
+                ),
+                crate::meta::Parsed::NeedData => Line::NeedData,
+            }
         }
+        // memcached dispatches on the first byte first: an unknown command starting
+        // with one of these letters is a plain ERROR; only other lines get the HTTP
+        // check.
+        _ if b"gsacidt".contains(&cmd[0]) => Done(Err(Error::UnknownCommand)),
         _ => {
             if t.get(nt - 2).starts_with(b"HTTP/") {
                 Done(Err(Error::Http))
