@@ -85,14 +85,14 @@ fn install_handlers() {
 }
 
 /// A server started by `compare`; killed (its whole process group) when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    pid: u32,
-    port: u16,
+    pub(crate) pid: u32,
+    pub(crate) port: u16,
 }
 
 impl Server {
-    fn start(cmd: &str, cpus: &[usize]) -> anyhow::Result<Server> {
+    pub(crate) fn start(cmd: &str, cpus: &[usize]) -> anyhow::Result<Server> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let line = cmd.replace("{port}", &port.to_string());
         let mut c = Command::new("/bin/sh");

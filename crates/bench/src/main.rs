@@ -21,6 +21,7 @@ mod floor;
 mod load;
 mod plot;
 mod run;
+mod storage;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,8 @@ enum Cmd {
     Run(run::RunArgs),
     /// Launch servers from command lines and compare them on the same workload.
     Compare(compare::CompareArgs),
+    /// Storage efficiency: bytes per item, hit ratio at equal memory, calcification.
+    Storage(storage::StorageArgs),
     /// Serve as a do-nothing responder (the machine's floor) until killed.
     Floor {
         /// Port to listen on (127.0.0.1).
@@ -86,6 +89,7 @@ fn main() {
                 }
             }),
         Cmd::Compare(a) => compare::main(a),
+        Cmd::Storage(a) => storage::main(a),
         Cmd::Floor { port } => floor::serve(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
     };
     if let Err(e) = result {

@@ -15,10 +15,13 @@ use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use memcrab_proto::text::{self, Action};
+use memcrab_proto::binary::{self as bin, Frame, Reject};
+use memcrab_proto::text::{self, Action, Request};
 
+use crate::binary::SaslState;
 use crate::exec::{self, Ctx, Flow};
 use crate::server::ConnInfo;
+use crate::settings::Protocol;
 
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;
@@ -90,7 +93,31 @@ pub struct Conn {
     eof: bool,
     /// `quit`: close once the pending output is written.
     quit: bool,
+    /// Which protocol this connection speaks (decided on its first bytes).
+    proto: Proto,
+    /// Binary protocol SASL state (`-S`).
+    sasl: SaslState,
+    /// `-Y`: the length (with `\r\n`) of an auth token block announced by a `set`
+    /// line and not yet consumed.
+    auth_pending: Option<usize>,
 }
+
+/// A connection's protocol, as memcached's `c->protocol`/`try_read_command`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    /// Not yet looked at the settings.
+    Unset,
+    /// `-B auto`: the first byte decides.
+    Negotiate,
+    Ascii,
+    /// `-Y`: only the authentication `set` until it succeeds.
+    AsciiAuth,
+    Binary,
+}
+
+/// memcached's `try_read_command_asciiauth` closes a connection whose first line
+/// has no newline within this many bytes.
+const AUTH_LINE_MAX: usize = 2048;
 
 impl Conn {
     pub fn new(stream: Stream, info: Arc<ConnInfo>) -> Self {
@@ -107,6 +134,9 @@ impl Conn {
             may_read: true,
             eof: false,
             quit: false,
+            proto: Proto::Unset,
+            sasl: SaslState::default(),
+            auth_pending: None,
         }
     }
 
@@ -252,9 +282,141 @@ impl Conn {
     /// Parses and executes buffered requests while the budget and the output buffer
     /// allow. `Err` means close now.
     fn process(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
+        match self.proto {
+            Proto::Ascii => self.process_text(cx, budget),
+            Proto::Binary => self.process_binary(cx, budget),
+            Proto::Unset => {
+                let s = &cx.server.settings;
+                self.proto = match s.protocol {
+                    Protocol::Auto => Proto::Negotiate,
+                    Protocol::Binary => Proto::Binary,
+                    Protocol::Ascii if s.auth_file.is_some() => Proto::AsciiAuth,
+                    Protocol::Ascii => Proto::Ascii,
+                };
+                self.process(cx, budget)
+            }
+            Proto::Negotiate => {
+                if self.rpos == self.rend {
+                    return Ok(());
+                }
+                self.proto = if self.rbuf[self.rpos] == bin::REQ_MAGIC {
+                    Proto::Binary
+                } else {
+                    Proto::Ascii
+                };
+                self.process(cx, budget)
+            }
+            Proto::AsciiAuth => {
+                self.process_ascii_auth(cx, budget)?;
+                if self.proto == Proto::Ascii {
+                    self.process_text(cx, budget)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// memcached's `try_read_command_asciiauth` (`-Y`): before authentication only
+    /// `set <key> <flags> <exptime> <bytes>` followed by `<user> <password>` is
+    /// served; every other line answers `CLIENT_ERROR unauthenticated`.
+    fn process_ascii_auth(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
+        // memcached reuses one response object until it transmits (when it needs
+        // more bytes), so an unsent reply of this mode is replaced by the next one.
+        let mut last: Option<usize> = None;
+        while *budget > 0 && !self.quit && self.proto == Proto::AsciiAuth {
+            let input = &self.rbuf[self.rpos..self.rend];
+            let need = match self.auth_pending {
+                Some(n) => n,
+                None => {
+                    if input.len() < 2 {
+                        break;
+                    }
+                    let Some(el) = input.iter().position(|&b| b == b'\n') else {
+                        if input.len() > AUTH_LINE_MAX {
+                            return Err(());
+                        }
+                        break;
+                    };
+                    *budget -= 1;
+                    let line = &input[..el];
+                    let tokens = auth_tokens(line);
+                    let size = (tokens.len() >= 5 && tokens[0] == b"set")
+                        .then(|| memcrab_proto::num::safe_strtoul(tokens[4]))
+                        .flatten();
+                    self.rpos += el + 1;
+                    match size {
+                        None => {
+                            auth_reply(
+                                &mut self.wbuf,
+                                &mut last,
+                                b"CLIENT_ERROR unauthenticated\r\n",
+                            );
+                            continue;
+                        }
+                        // Deliberate difference: memcached would buffer up to 4 GB.
+                        Some(n) if n as usize > cx.server.settings.item_size_max => {
+                            return Err(());
+                        }
+                        Some(n) => {
+                            self.auth_pending = Some(n as usize + 2);
+                            n as usize + 2
+                        }
+                    }
+                }
+            };
+            let input = &self.rbuf[self.rpos..self.rend];
+            if input.len() < need {
+                break;
+            }
+            let cont = &input[..need];
+            self.auth_pending = None;
+            self.rpos += need;
+            let Some(payload) = cont.strip_suffix(b"\r\n") else {
+                auth_reply(
+                    &mut self.wbuf,
+                    &mut last,
+                    b"CLIENT_ERROR bad command line termination\r\n",
+                );
+                continue;
+            };
+            let tokens = auth_tokens(payload);
+            if tokens.len() < 2 {
+                auth_reply(
+                    &mut self.wbuf,
+                    &mut last,
+                    b"CLIENT_ERROR bad authentication token format\r\n",
+                );
+                continue;
+            }
+            let ok = cx
+                .server
+                .settings
+                .users
+                .as_deref()
+                .is_some_and(|u| u.check(tokens[0], tokens[1]));
+            cx.counters.auth_cmds.incr();
+            if ok {
+                auth_reply(&mut self.wbuf, &mut last, b"STORED\r\n");
+                self.proto = Proto::Ascii;
+            } else {
+                cx.counters.auth_errors.incr();
+                auth_reply(
+                    &mut self.wbuf,
+                    &mut last,
+                    b"CLIENT_ERROR authentication failure\r\n",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Binary packets (`try_read_command_binary` and `dispatch_bin_command`).
+    fn process_binary(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
+        let settings = &cx.server.settings;
         let cfg = text::Config {
-            item_size_max: cx.server.settings.item_size_max,
-            use_cas: cx.server.settings.use_cas,
+            item_size_max: settings.item_size_max,
+            use_cas: settings.use_cas,
             max_get_line: MAX_GET_LINE,
         };
         while *budget > 0 && self.wbuf.len() - self.wpos <= OUTPUT_HIGH_WATER && !self.quit {
@@ -268,13 +430,151 @@ impl Conn {
                 continue;
             }
             let input = &self.rbuf[self.rpos..self.rend];
-            if input.is_empty() {
-                break;
-            }
-            let Some((parsed, consumed)) = text::parse(input, &cfg) else {
+            let (header, extras, key) = match bin::frame(input) {
+                Frame::NeedMore => break,
+                // memcached closes at once, dropping replies not yet sent.
+                Frame::BadMagic => return Err(()),
+                Frame::Packet {
+                    header,
+                    extras,
+                    key,
+                } => (header, extras, key),
+            };
+            let prefix = header.prefix_len();
+            let req =
+                match bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated) {
+                    Ok(r) => r,
+                    Err(Reject::Close(st)) => {
+                        *budget -= 1;
+                        bin::error(&mut self.wbuf, &header, st);
+                        self.quit = true;
+                        self.rpos = self.rend;
+                        return Ok(());
+                    }
+                    Err(Reject::Swallow(st, n)) => {
+                        *budget -= 1;
+                        bin::error(&mut self.wbuf, &header, st);
+                        self.rpos += prefix;
+                        self.swallow = n;
+                        continue;
+                    }
+                };
+            // Values are checked before they are waited for, as memcached's
+            // item_alloc is called once the key has arrived.
+            let value_len = match req {
+                bin::Request::Store {
+                    kind,
+                    key,
+                    flags,
+                    value_len,
+                    ..
+                } => {
+                    if !text::item_size_ok(key.len(), flags, value_len, &cfg) {
+                        *budget -= 1;
+                        cx.counters.store_too_large.incr();
+                        if kind == bin::StoreKind::Set {
+                            // A failed set must not leave the old value readable.
+                            cx.engine.delete(key, &memcrab_store::DeleteOpts::default());
+                        }
+                        bin::error(&mut self.wbuf, &header, bin::status::E2BIG);
+                        self.rpos += prefix;
+                        self.swallow = value_len;
+                        continue;
+                    }
+                    value_len
+                }
+                bin::Request::SaslAuth {
+                    mech, value_len, ..
+                } => {
+                    if !text::item_size_ok(mech.len(), 0, value_len, &cfg) {
+                        *budget -= 1;
+                        bin::error(&mut self.wbuf, &header, bin::status::ENOMEM);
+                        self.rpos += prefix;
+                        self.swallow = value_len;
+                        continue;
+                    }
+                    value_len
+                }
+                _ => 0,
+            };
+            let Some(value) = input.get(prefix..prefix + value_len) else {
                 break;
             };
             *budget -= 1;
+            let flow =
+                crate::binary::execute(&header, req, value, cx, &mut self.wbuf, &mut self.sasl);
+            self.rpos += prefix + value_len;
+            match flow {
+                Flow::Next | Flow::Suspend => {}
+                Flow::Swallow(n) => self.swallow = n,
+                Flow::Quit => {
+                    self.quit = true;
+                    self.rpos = self.rend;
+                }
+                Flow::Close => return Err(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Text-protocol requests.
+    fn process_text(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
+        let cfg = text::Config {
+            item_size_max: cx.server.settings.item_size_max,
+            use_cas: cx.server.settings.use_cas,
+            max_get_line: MAX_GET_LINE,
+        };
+        // Pipelined requests overlap their cache misses: while request i executes,
+        // request i+1 (parsed one step earlier, its index bucket prefetched then)
+        // has its item prefetched, and request i+2 is parsed and its bucket
+        // prefetched. `next1`/`next2` are those parsed requests, in order, starting
+        // where the current one ends; anything but `Flow::Next` drops them (they are
+        // parsed again, from the right place, on the next turn).
+        let mut next1: Option<text::Parsed<'_>> = None;
+        let mut next2: Option<text::Parsed<'_>> = None;
+        while *budget > 0 && self.wbuf.len() - self.wpos <= OUTPUT_HIGH_WATER && !self.quit {
+            if self.swallow > 0 {
+                (next1, next2) = (None, None);
+                let n = self.swallow.min(self.rend - self.rpos);
+                self.rpos += n;
+                self.swallow -= n;
+                if self.swallow > 0 {
+                    break;
+                }
+                continue;
+            }
+            let (parsed, consumed) = match next1.take() {
+                Some(p) => p,
+                None => {
+                    let input = &self.rbuf[self.rpos..self.rend];
+                    if input.is_empty() {
+                        break;
+                    }
+                    let Some(p) = text::parse(input, &cfg) else {
+                        break;
+                    };
+                    p
+                }
+            };
+            next1 = next2.take();
+            *budget -= 1;
+            if *budget > 0 && lookahead(&parsed) {
+                let mut end = self.rpos + consumed;
+                match &next1 {
+                    Some((Ok(req), used)) => {
+                        prefetch(cx, req, false);
+                        end += used;
+                    }
+                    Some(_) => {}
+                    None => {
+                        next1 = parse_ahead(&self.rbuf[end..self.rend], &cfg, cx);
+                        end += next1.as_ref().map_or(0, |n| n.1);
+                    }
+                }
+                if *budget > 1 && next1.as_ref().is_some_and(|n| lookahead(&n.0)) {
+                    next2 = parse_ahead(&self.rbuf[end..self.rend], &cfg, cx);
+                }
+            }
             match parsed {
                 Ok(req) => match exec::execute(
                     req,
@@ -284,7 +584,10 @@ impl Conn {
                     OUTPUT_HIGH_WATER,
                 ) {
                     Flow::Next => {}
-                    Flow::Swallow(n) => self.swallow = n,
+                    Flow::Swallow(n) => {
+                        (next1, next2) = (None, None);
+                        self.swallow = n;
+                    }
                     Flow::Quit => self.quit = true,
                     Flow::Close => return Err(()),
                     Flow::Suspend => break,
@@ -305,4 +608,61 @@ impl Conn {
         }
         Ok(())
     }
+}
+
+/// Whether to look past a request: only gets and complete stores, the requests
+/// that pipelines are made of (anything else may change how what follows parses).
+fn lookahead(parsed: &Result<Request<'_>, text::Error>) -> bool {
+    matches!(parsed, Ok(Request::Get { .. } | Request::Store { .. }))
+}
+
+/// Parses the request at the front of `input` (if complete) and starts loading its
+/// key's index bucket.
+fn parse_ahead<'a>(input: &'a [u8], cfg: &text::Config, cx: &Ctx<'_>) -> Option<text::Parsed<'a>> {
+    if input.is_empty() {
+        return None;
+    }
+    let p = text::parse(input, cfg);
+    if let Some((Ok(req), _)) = &p {
+        prefetch(cx, req, true);
+    }
+    p
+}
+
+/// Starts loading a pipelined request's (first) key: its index bucket, or, once
+/// that is cached, its item (gets only: a set does not read the old item).
+fn prefetch(cx: &Ctx<'_>, req: &Request<'_>, index: bool) {
+    let key = match req {
+        Request::Get { keys, .. } => keys.clone().next(),
+        Request::Store { key, .. } if index => Some(*key),
+        _ => None,
+    };
+    match key {
+        Some(k) if index => cx.engine.prefetch_index(k),
+        Some(k) => cx.engine.prefetch_item(k),
+        None => {}
+    }
+}
+
+/// memcached's `tokenize_command` on a line (split on spaces, empty tokens skipped,
+/// the text ends at a NUL), as far as the auth handshake needs it.
+fn auth_tokens(line: &[u8]) -> Vec<&[u8]> {
+    let line = match line.iter().position(|&b| b == 0) {
+        Some(n) => &line[..n],
+        None => line,
+    };
+    line.split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .take(text::MAX_TOKENS - 1)
+        .collect()
+}
+
+/// Appends an auth-mode reply, replacing the previous one of this batch (see
+/// `process_ascii_auth`).
+fn auth_reply(wbuf: &mut Vec<u8>, last: &mut Option<usize>, reply: &[u8]) {
+    if let Some(start) = *last {
+        wbuf.truncate(start);
+    }
+    *last = Some(wbuf.len());
+    wbuf.extend_from_slice(reply);
 }

@@ -2,7 +2,10 @@
 //! becomes engine calls, counter updates and reply bytes, with memcached's replies.
 
 use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
-use memcrab_store::{Delta, Engine, Fetch, Mode, StoreResult};
+use memcrab_store::{
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, Fetch, GetOpts, Mode, StoreOpts,
+    StoreResult,
+};
 
 use crate::server::{Server, VERSION};
 use crate::stats::Counters;
@@ -13,6 +16,10 @@ pub struct Ctx<'a> {
     pub engine: &'a dyn Engine,
     pub counters: &'a Counters,
 }
+
+/// How many keys ahead a multiget prefetches index buckets, and items.
+const PREFETCH_INDEX_AHEAD: usize = 8;
+const PREFETCH_ITEM_AHEAD: usize = 4;
 
 /// What the connection does after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,9 +55,29 @@ pub fn execute(
     };
     match req {
         Request::Get { keys, cas, touch } => {
-            let exptime = touch.map(|t| cx.engine.clock().realtime(i64::from(t)));
+            let opts = GetOpts {
+                touch: touch.map(|t| cx.engine.clock().realtime(i64::from(t))),
+                ..GetOpts::default()
+            };
             let start = out.len();
+            // Multigets: start loading later keys' index buckets, then their items,
+            // so the cache misses of many keys overlap instead of adding up.
+            // The key being looked up next gains nothing: only later ones are hinted.
+            let mut ahead_index = keys.clone().skip(*resume + 1);
+            let mut ahead_item = keys.clone().skip(*resume + 1);
+            for k in ahead_index.by_ref().take(PREFETCH_INDEX_AHEAD) {
+                cx.engine.prefetch_index(k);
+            }
+            for k in ahead_item.by_ref().take(PREFETCH_ITEM_AHEAD) {
+                cx.engine.prefetch_item(k);
+            }
             for (i, key) in keys.enumerate().skip(*resume) {
+                if let Some(k) = ahead_index.next() {
+                    cx.engine.prefetch_index(k);
+                }
+                if let Some(k) = ahead_item.next() {
+                    cx.engine.prefetch_item(k);
+                }
                 // Pause between keys (never after the last, so END always follows).
                 if i > *resume && out.len() > out_limit {
                     *resume = i;
@@ -63,8 +90,9 @@ pub fn execute(
                     *resume = 0;
                     return Flow::Next;
                 }
-                let found = cx.engine.get(key, exptime, &mut |it| {
+                let found = cx.engine.get(key, &opts, &mut |it| {
                     reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
+                    false
                 });
                 match (touch.is_some(), found) {
                     (true, Fetch::Hit) => {
@@ -113,7 +141,10 @@ pub fn execute(
                 StoreCmd::Cas => Mode::Cas(cas_unique),
             };
             let exptime = cx.engine.clock().realtime(i64::from(exptime));
-            let r = match cx.engine.store(mode, key, flags, exptime, data) {
+            let r = match cx
+                .engine
+                .store(mode, key, flags, exptime, data, &StoreOpts::default())
+            {
                 StoreResult::Stored(_) => {
                     if cmd == StoreCmd::Cas {
                         c.cas_hits.incr();
@@ -146,13 +177,13 @@ pub fn execute(
             c.store_too_large.incr();
             if cmd == StoreCmd::Set {
                 // memcached: a failed set must not leave the old value readable.
-                cx.engine.delete(key);
+                cx.engine.delete(key, &DeleteOpts::default());
             }
             put(out, noreply, reply::TOO_LARGE);
             Flow::Swallow(swallow)
         }
         Request::Delete { key, noreply } => {
-            let r = if cx.engine.delete(key) {
+            let r = if cx.engine.delete(key, &DeleteOpts::default()) == DeleteResult::Deleted {
                 c.delete_hits.incr();
                 reply::DELETED
             } else {
@@ -168,15 +199,15 @@ pub fn execute(
             incr,
             noreply,
         } => {
-            match cx.engine.delta(key, incr, delta) {
-                Delta::Value(n) => {
+            match cx.engine.delta(key, incr, delta, &DeltaOpts::default()) {
+                Delta::Value(v) => {
                     if incr {
                         c.incr_hits.incr();
                     } else {
                         c.decr_hits.incr();
                     }
                     if !noreply {
-                        reply::number(out, n);
+                        reply::number(out, v.value);
                     }
                 }
                 Delta::NotFound => {
@@ -187,7 +218,8 @@ pub fn execute(
                     }
                     put(out, noreply, reply::NOT_FOUND);
                 }
-                Delta::NonNumeric => put(out, noreply, reply::NON_NUMERIC),
+                // Exists needs a compare_cas, which classic incr/decr never pass.
+                Delta::NonNumeric | Delta::Exists => put(out, noreply, reply::NON_NUMERIC),
                 Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
             }
             Flow::Next
@@ -238,6 +270,7 @@ pub fn execute(
             put(out, noreply, reply::OK);
             Flow::Next
         }
+        Request::Meta(m) => crate::meta::execute(m, cx, out),
         Request::Quit => Flow::Quit,
         Request::Shutdown { mode } => {
             if !cx.server.settings.shutdown_command {

@@ -86,6 +86,10 @@ pub fn bind(server: &Server) -> anyhow::Result<Vec<Listener>> {
             std_listener,
         ))]);
     }
+    if s.port == 0 && s.udp_port != 0 {
+        // As memcached: `-p 0 -U <port>` serves UDP only.
+        return Ok(Vec::new());
+    }
     if s.port == 0 {
         bail!("-p 0 disables TCP (as in memcached) and no -s unix socket was given: nothing to listen on");
     }
@@ -115,7 +119,7 @@ pub fn bind(server: &Server) -> anyhow::Result<Vec<Listener>> {
 
 /// `host`, `host:port`, `[v6]`, `[v6]:port`, `*` (every interface), as memcached's
 /// `-l` list entries.
-fn parse_listen(entry: &str, default_port: u16) -> anyhow::Result<Vec<SocketAddr>> {
+pub(crate) fn parse_listen(entry: &str, default_port: u16) -> anyhow::Result<Vec<SocketAddr>> {
     let port_of = |p: &str| -> anyhow::Result<u16> {
         p.parse()
             .with_context(|| format!("-l: Invalid port number: \"{p}\""))

@@ -10,14 +10,19 @@
 //!
 //! Modules: `settings` (command line), `listen` (sockets, acceptor), `worker` (event
 //! loops), `conn` (one connection's buffers and cycle), `exec` (request → store →
-//! reply), `stats` (counters and the stats replies), `server` (shared state).
+//! reply), `stats` (counters and the stats replies), `server` (shared state), `udp`
+//! (the UDP transport, `-U`).
 
+mod auth;
+mod binary;
 mod conn;
 mod exec;
 mod listen;
+mod meta;
 mod server;
 mod settings;
 mod stats;
+mod udp;
 mod worker;
 
 use std::sync::Arc;
@@ -26,11 +31,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use memcrab_store::reference::Reference;
+use memcrab_store::seg::Seg;
 use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
 
 use crate::server::Server;
-use crate::settings::{Command, Settings};
+use crate::settings::{Command, EngineKind, Settings};
 
 fn main() {
     let cmd = match settings::parse(std::env::args().skip(1)) {
@@ -65,8 +71,40 @@ fn main() {
     }
 }
 
-fn run(settings: Settings) -> anyhow::Result<()> {
-    limit_malloc_arenas();
+/// CPUs this process may run on (its affinity mask), if the kernel says.
+fn usable_cpus() -> Option<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at
+    // most size_of::<cpu_set_t>() bytes into it, and CPU_COUNT only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        usize::try_from(libc::CPU_COUNT(&set))
+            .ok()
+            .filter(|&n| n > 0)
+    }
+}
+
+fn run(mut settings: Settings) -> anyhow::Result<()> {
+    // More workers than CPUs we may run on only adds context switches (on one pinned
+    // core, -t 4 costs 11% more CPU per request than -t 1 and 12x the p99 latency on
+    // W1), so the workers are capped at the affinity mask's size (`stats` still
+    // reports -t as `threads`, as memcached does).
+    if let Some(cpus) = usable_cpus() {
+        if settings.threads > cpus {
+            if settings.verbose > 0 {
+                eprintln!(
+                    "-t {}: running {cpus} worker threads, one per usable CPU",
+                    settings.threads
+                );
+            }
+            settings.workers = cpus;
+        }
+    }
+    if settings.engine == EngineKind::Reference {
+        limit_malloc_arenas();
+    }
     // Catch SIGTERM/SIGINT before anything else, so a signal that arrives during
     // startup still means "shut down cleanly", not the default abrupt exit.
     let mut signals = signal_hook::iterator::Signals::new([
@@ -74,21 +112,26 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         signal_hook::consts::SIGINT,
     ])?;
     let clock = Arc::new(Clock::new());
-    let engine = Arc::new(Reference::new(
-        Config {
-            limit_bytes: settings.memory_limit_mb * 1024 * 1024,
-            evict: !settings.no_evict,
-            use_cas: settings.use_cas,
-            item_size_max: settings.item_size_max,
-        },
-        settings.hash_power,
-        Arc::clone(&clock),
-    ));
+    let config = Config {
+        limit_bytes: settings.memory_limit_mb * 1024 * 1024,
+        evict: !settings.no_evict,
+        use_cas: settings.use_cas,
+        item_size_max: settings.item_size_max,
+    };
+    let engine: Arc<dyn memcrab_store::Engine> = match settings.engine {
+        EngineKind::Seg => Arc::new(Seg::new(config, Arc::clone(&clock))),
+        EngineKind::Reference => Arc::new(Reference::new(
+            config,
+            settings.hash_power,
+            Arc::clone(&clock),
+        )),
+    };
     let server = Arc::new(Server::new(settings, engine));
     let s = &server.settings;
 
     let listeners = listen::bind(&server)?;
-    write_port_file(&listeners)?;
+    let udp_sockets = udp::bind(&server)?;
+    write_port_file(&listeners, &udp_sockets)?;
     if s.daemonize {
         // SAFETY: daemon() forks; no other thread exists yet, so the child inherits a
         // consistent process. nochdir=1 keeps relative paths working.
@@ -127,17 +170,22 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), worker::WAKE)?)];
     let mut to_workers = Vec::new();
     let mut handles = Vec::new();
-    for id in 0..s.threads {
+    for id in 0..s.workers {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
         let (tx, rx) = std::sync::mpsc::channel();
         to_workers.push((tx, Arc::clone(&waker)));
         wakers.push(waker);
+        let udp = udp_sockets
+            .iter()
+            .map(|u| udp::Port::new(&server, u))
+            .collect::<std::io::Result<Vec<_>>>()?;
         let w = worker::Worker {
             id,
             poll,
             rx,
             server: Arc::clone(&server),
+            udp,
         };
         handles.push(
             thread::Builder::new()
@@ -162,6 +210,9 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         for l in &listeners {
             eprintln!("memcrab: listening on {}", l.local_addr_text());
         }
+        for u in udp_sockets.iter().filter_map(|u| u.local_addr().ok()) {
+            eprintln!("memcrab: listening on udp:{u}");
+        }
     }
     let acceptor = {
         let server = Arc::clone(&server);
@@ -184,7 +235,8 @@ fn run(settings: Settings) -> anyhow::Result<()> {
 /// strands in the wrong arena: writing 2 GB of 10 B–60 KB values into `-m 64` peaked
 /// at 107 MB RSS with the default arenas and 76 MB with one (scripts in
 /// docs/benchmarks.md). One arena costs about 10% CPU on set-only loads, a price
-/// paid for the memory bound until the segment engine stops allocating per item.
+/// paid for the memory bound; the segment engine allocates segments, not items, and
+/// does not need it.
 fn limit_malloc_arenas() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only changes allocator tuning; called before any thread exists.
@@ -193,10 +245,13 @@ fn limit_malloc_arenas() {
     }
 }
 
-/// memcached's `MEMCACHED_PORT_FILENAME`: write the bound ports (`TCP INET: 11211`) to
-/// that file, via a `.lck` file renamed into place, so a test harness that starts the
-/// server on port 0 can learn the port.
-fn write_port_file(listeners: &[listen::Listener]) -> anyhow::Result<()> {
+/// memcached's `MEMCACHED_PORT_FILENAME`: write the bound ports (`TCP INET: 11211`,
+/// then `UDP INET: 11211` for `-U`) to that file, via a `.lck` file renamed into
+/// place, so a test harness that starts the server on port 0 can learn the port.
+fn write_port_file(
+    listeners: &[listen::Listener],
+    udp_sockets: &[std::net::UdpSocket],
+) -> anyhow::Result<()> {
     let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") else {
         return Ok(());
     };
@@ -210,6 +265,10 @@ fn write_port_file(listeners: &[listen::Listener]) -> anyhow::Result<()> {
             };
             text.push_str(&format!("TCP {family}: {port}\n"));
         }
+    }
+    for addr in udp_sockets.iter().filter_map(|u| u.local_addr().ok()) {
+        let family = if addr.is_ipv6() { "INET6" } else { "INET" };
+        text.push_str(&format!("UDP {family}: {}\n", addr.port()));
     }
     let mut tmp = path.clone();
     tmp.push(".lck");

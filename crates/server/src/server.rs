@@ -57,7 +57,7 @@ pub struct Server {
 impl Server {
     pub fn new(settings: Settings, engine: Arc<dyn Engine>) -> Self {
         Server {
-            counters: (0..settings.threads).map(|_| Arc::default()).collect(),
+            counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
             settings,
             engine,

@@ -6,6 +6,24 @@
 
 use std::fmt::Write as _;
 
+/// The storage engines `-o engine=` selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The segment engine (default): crates/store/src/seg.
+    Seg,
+    /// The simple reference engine, kept as the model and for comparisons.
+    Reference,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Seg => "seg",
+            EngineKind::Reference => "reference",
+        }
+    }
+}
+
 /// Everything the command line decides.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -21,6 +39,8 @@ pub struct Settings {
     pub no_evict: bool,
     pub max_connections: usize,
     pub threads: usize,
+    /// Worker threads actually run: `threads` capped at the usable CPUs (set by main).
+    pub workers: usize,
     pub item_size_max: usize,
     pub use_cas: bool,
     pub backlog: i32,
@@ -35,9 +55,39 @@ pub struct Settings {
     pub idle_timeout_secs: u32,
     /// `-o hashpower`: initial index size as a power of two.
     pub hash_power: u8,
+    /// `-o engine=`: the storage engine.
+    pub engine: EngineKind,
     pub growth_factor: f64,
     pub chunk_size: u32,
     pub stat_prefix: char,
+    /// `-B`: which protocols client connections speak.
+    pub protocol: Protocol,
+    /// `-S`: SASL PLAIN authentication over the binary protocol.
+    pub sasl: bool,
+    /// `-Y`: the ASCII authentication file's path.
+    pub auth_file: Option<String>,
+    /// The users of `-Y`'s file or of `MEMCACHED_SASL_PWDB` (with `-S`).
+    pub users: Option<std::sync::Arc<crate::auth::Users>>,
+}
+
+/// `-B`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// The first byte of a connection decides (0x80: binary).
+    Auto,
+    Ascii,
+    Binary,
+}
+
+impl Protocol {
+    /// As `stats settings` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Auto => "auto-negotiate",
+            Protocol::Ascii => "ascii",
+            Protocol::Binary => "binary",
+        }
+    }
 }
 
 impl Default for Settings {
@@ -52,6 +102,7 @@ impl Default for Settings {
             no_evict: false,
             max_connections: 1024,
             threads: 4,
+            workers: 4,
             item_size_max: 1024 * 1024,
             use_cas: true,
             backlog: 1024,
@@ -64,9 +115,14 @@ impl Default for Settings {
             pid_file: None,
             idle_timeout_secs: 0,
             hash_power: 16,
+            engine: EngineKind::Seg,
             growth_factor: 1.25,
             chunk_size: 48,
             stat_prefix: ':',
+            protocol: Protocol::Auto,
+            sasl: false,
+            auth_file: None,
+            users: None,
         }
     }
 }
@@ -184,6 +240,8 @@ fn size(flag: &str, v: &str) -> Result<usize, String> {
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut s = Settings::default();
     let mut pairs: Vec<(char, Option<String>)> = Vec::new();
+    let mut protocol_specified = false;
+    let mut port_specified = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if let Some(long) = arg.strip_prefix("--") {
@@ -236,7 +294,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         let flag = format!("-{c}");
         let flag = flag.as_str();
         match c {
-            'p' => s.port = num(flag, &v)?,
+            'p' => {
+                s.port = num(flag, &v)?;
+                port_specified = true;
+            }
             'U' => s.udp_port = num(flag, &v)?,
             's' => s.unix_socket = Some(v),
             'a' => {
@@ -292,6 +353,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             }
             't' => {
                 s.threads = num(flag, &v)?;
+                s.workers = s.threads;
                 if s.threads == 0 {
                     return Err("-t: Number of threads must be greater than 0".into());
                 }
@@ -307,22 +369,22 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             }
             'C' => s.use_cas = false,
             'b' => s.backlog = num(flag, &v)?,
-            'B' => match v.as_str() {
-                "ascii" | "auto" => {}
-                "binary" => {
-                    return Err(
-                        "-B: the binary protocol is not supported yet; use ascii or auto".into(),
-                    )
+            'B' => {
+                protocol_specified = true;
+                s.protocol = match v.as_str() {
+                    "auto" => Protocol::Auto,
+                    "ascii" => Protocol::Ascii,
+                    "binary" => Protocol::Binary,
+                    _ => {
+                        return Err(format!(
+                            "-B: Invalid value for binding protocol: {v} -- should be one of auto, binary, or ascii"
+                        ))
+                    }
                 }
-                _ => {
-                    return Err(format!(
-                        "-B: invalid protocol \"{v}\" (ascii, binary or auto)"
-                    ))
-                }
-            },
+            }
             'I' => s.item_size_max = size(flag, &v)?,
-            'S' => return Err("-S: SASL authentication is not supported yet".into()),
-            'Y' => return Err("-Y: ASCII authentication is not supported yet".into()),
+            'S' => s.sasl = true,
+            'Y' => s.auth_file = Some(v),
             'e' => return Err("-e: memory files (restartable cache) are not supported".into()),
             'F' => s.flush_enabled = false,
             'A' => s.shutdown_command = true,
@@ -331,8 +393,57 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         }
     }
 
+    // memcached's rules: -S implies (and needs) binary, -Y ascii.
+    if s.sasl {
+        if !protocol_specified {
+            s.protocol = Protocol::Binary;
+        } else if s.protocol != Protocol::Binary {
+            return Err("-S: You cannot allow the ASCII protocol while using SASL.".into());
+        }
+    }
+    if s.auth_file.is_some() {
+        if !protocol_specified {
+            s.protocol = Protocol::Ascii;
+        } else if s.protocol != Protocol::Ascii {
+            return Err(
+                "-Y: You cannot allow the BINARY protocol while using ascii authentication tokens."
+                    .into(),
+            );
+        }
+    }
+    if s.sasl && s.auth_file.is_some() {
+        return Err("-S and -Y cannot be used together".into());
+    }
+    if let Some(path) = &s.auth_file {
+        let users = crate::auth::Users::load(path, crate::auth::Format::AuthFile)
+            .map_err(|e| format!("-Y: {e}"))?;
+        s.users = Some(std::sync::Arc::new(users));
+    }
+    if s.sasl {
+        let Some(path) = std::env::var_os("MEMCACHED_SASL_PWDB") else {
+            return Err(
+                "-S: set MEMCACHED_SASL_PWDB to the password file (user:password per line)".into(),
+            );
+        };
+        let path = path.to_string_lossy().into_owned();
+        let users = crate::auth::Users::load(&path, crate::auth::Format::SaslPwdb)
+            .map_err(|e| format!("-S: MEMCACHED_SASL_PWDB: {e}"))?;
+        s.users = Some(std::sync::Arc::new(users));
+    }
+
     if s.udp_port != 0 {
-        return Err("-U: UDP is not supported yet; use -U 0 (the default)".into());
+        // memcached: `-U <n>` without `-p` serves TCP on the same port.
+        if !port_specified {
+            s.port = s.udp_port;
+        }
+        if s.sasl {
+            return Err("-U: Cannot enable UDP while using binary SASL authentication.".into());
+        }
+        if s.auth_file.is_some() {
+            return Err(
+                "-U: Cannot use UDP with ascii authentication enabled (-U 0 to disable)".into(),
+            );
+        }
     }
     if s.item_size_max < 1024 {
         return Err("-I: Item max size cannot be less than 1024 bytes.".into());
@@ -371,10 +482,11 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 s.hash_power = hp;
             }
             "engine" => match value {
-                Some("reference") => {}
+                Some("seg") => s.engine = EngineKind::Seg,
+                Some("reference") => s.engine = EngineKind::Reference,
                 other => {
                     return Err(format!(
-                        "-o engine: unknown engine \"{}\" (available: reference)",
+                        "-o engine: unknown engine \"{}\" (available: seg, reference)",
                         other.unwrap_or("")
                     ))
                 }
@@ -397,7 +509,8 @@ pub fn usage() -> String {
     u.push_str(
         "\
 -p, --port=<num>          TCP port to listen on (default: 11211)
--U, --udp-port=<num>      UDP port (default: 0, off; UDP is not supported yet)
+-U, --udp-port=<num>      UDP port to listen on (default: 0, off; see README on
+                          amplification before enabling)
 -s, --unix-socket=<file>  UNIX socket to listen on (disables network support)
 -a, --unix-mask=<mask>    access mask for the UNIX socket, in octal (default: 700)
 -l, --listen=<addr>       interfaces to listen on, comma separated, each addr or
@@ -416,18 +529,21 @@ pub fn usage() -> String {
 -n, --slab-min-size       accepted for compatibility; memcrab has no slab classes
 -L, --enable-largepages   accepted for compatibility; no effect
 -D <char>                 stats prefix delimiter (accepted; stats detail is not supported)
--t, --threads=<num>       worker threads (default: 4)
+-t, --threads=<num>       worker threads (default: 4; at most the usable CPUs run)
 -R, --max-reqs-per-event  requests served per connection per event (default: 20)
 -C, --disable-cas         disable use of CAS
 -b, --listen-backlog=<num> listen backlog (default: 1024)
--B, --protocol=<name>     ascii or auto (binary is not supported yet)
+-B, --protocol=<name>     ascii, binary or auto (default: auto; -S: binary, -Y: ascii)
 -I, --max-item-size=<num> max item size, k/m suffix (default: 1m; 1k..1024m, at most -m/2)
+-S, --enable-sasl         SASL PLAIN over the binary protocol; users and passwords
+                          from the file named by $MEMCACHED_SASL_PWDB (user:password)
+-Y, --auth-file=<file>    ASCII protocol authentication; file of user:password lines
 -F, --disable-flush-all   disable flush_all
 -X, --disable-dumping     accepted for compatibility
 -W, --disable-watch       accepted for compatibility
 -A, --enable-shutdown     enable the shutdown command
 -o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
-                          engine=reference; memcached's slab/LRU/crawler tuning
+                          engine=seg|reference (default seg); memcached's slab/LRU/crawler tuning
                           options are accepted and ignored
 ",
     );
@@ -483,6 +599,19 @@ mod tests {
     }
 
     #[test]
+    fn udp_port() {
+        let s = run(&["-U", "5000"]).expect("ok");
+        // memcached: -U without -p serves TCP on the UDP port too.
+        assert_eq!((s.udp_port, s.port), (5000, 5000));
+        let s = run(&["-U", "5000", "-p", "6000"]).expect("ok");
+        assert_eq!((s.udp_port, s.port), (5000, 6000));
+        let s = run(&["-p", "6000"]).expect("ok");
+        assert_eq!((s.udp_port, s.port), (0, 6000));
+        let s = run(&["-U", "0"]).expect("ok");
+        assert_eq!((s.udp_port, s.port), (0, 11211));
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let rows: &[(&[&str], &str)] = &[
             (&["-p", "x"], "-p"),
@@ -490,7 +619,8 @@ mod tests {
             (&["-I", "512"], "-I"),
             (&["-I", "40m"], "-I"),
             (&["-m", "1024", "-I", "2000m"], "-I"),
-            (&["-U", "11211"], "-U"),
+            (&["-U", "x"], "-U"),
+            (&["-U", "70000"], "-U"),
             (&["-o", "bogus"], "Illegal suboption"),
             (&["-o", "hashpower=2"], "hashpower"),
             (&["-Z"], "'Z'"),

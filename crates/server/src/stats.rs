@@ -72,6 +72,7 @@ counters!(
     cmd_set,
     cmd_flush,
     cmd_touch,
+    cmd_meta,
     get_hits,
     get_misses,
     get_expired,
@@ -90,6 +91,8 @@ counters!(
     store_too_large,
     store_no_memory,
     idle_kicks,
+    auth_cmds,
+    auth_errors,
     conn_yields,
     bytes_read,
     bytes_written,
@@ -155,15 +158,23 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "rusage_user", user);
     stat(out, "rusage_system", system);
     stat(out, "max_connections", server.settings.max_connections);
+    // memcached counts each worker's UDP "connection" (one per UDP socket per
+    // worker thread) in curr_connections and total_connections.
+    let udp = server
+        .conns
+        .lock()
+        .values()
+        .filter(|c| c.addr.starts_with("udp"))
+        .count();
     stat(
         out,
         "curr_connections",
-        server.curr_connections.load(Ordering::Relaxed),
+        server.curr_connections.load(Ordering::Relaxed) + udp,
     );
     stat(
         out,
         "total_connections",
-        server.total_connections.load(Ordering::Relaxed),
+        server.total_connections.load(Ordering::Relaxed) + udp as u64,
     );
     stat(
         out,
@@ -185,7 +196,7 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "cmd_set", t.cmd_set);
     stat(out, "cmd_flush", t.cmd_flush);
     stat(out, "cmd_touch", t.cmd_touch);
-    stat(out, "cmd_meta", 0);
+    stat(out, "cmd_meta", t.cmd_meta);
     stat(out, "get_hits", t.get_hits);
     stat(out, "get_misses", t.get_misses);
     stat(out, "get_expired", t.get_expired);
@@ -203,8 +214,8 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "touch_misses", t.touch_misses);
     stat(out, "store_too_large", t.store_too_large);
     stat(out, "store_no_memory", t.store_no_memory);
-    stat(out, "auth_cmds", 0);
-    stat(out, "auth_errors", 0);
+    stat(out, "auth_cmds", t.auth_cmds);
+    stat(out, "auth_errors", t.auth_errors);
     if server.settings.idle_timeout_secs > 0 {
         stat(out, "idle_kicks", t.idle_kicks);
     }
@@ -219,7 +230,7 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "conn_yields", t.conn_yields);
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
-    stat(out, "hash_is_expanding", 0);
+    stat(out, "hash_is_expanding", u8::from(es.hash_is_expanding));
     stat(out, "bytes", es.bytes);
     stat(out, "curr_items", es.curr_items);
     stat(out, "total_items", es.total_items);
@@ -230,7 +241,7 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "evictions", es.evictions);
     stat(out, "reclaimed", es.reclaimed);
     stat(out, "crawler_reclaimed", es.crawler_reclaimed);
-    stat(out, "engine", "reference");
+    stat(out, "engine", server.settings.engine.name());
 }
 
 fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
@@ -262,16 +273,20 @@ fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "reqs_per_event", s.reqs_per_event);
     stat(out, "cas_enabled", yes_no(s.use_cas));
     stat(out, "tcp_backlog", s.backlog);
-    stat(out, "binding_protocol", "ascii");
-    stat(out, "auth_enabled_sasl", "no");
-    stat(out, "auth_enabled_ascii", "no");
+    stat(out, "binding_protocol", s.protocol.name());
+    stat(out, "auth_enabled_sasl", yes_no(s.sasl));
+    stat(
+        out,
+        "auth_enabled_ascii",
+        s.auth_file.as_deref().unwrap_or("no"),
+    );
     stat(out, "item_size_max", s.item_size_max);
     // Connections over -c are answered and closed at once: memcached's maxconns_fast.
     stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", s.hash_power);
     stat(out, "flush_enabled", yes_no(s.flush_enabled));
     stat(out, "idle_timeout", s.idle_timeout_secs);
-    stat(out, "engine", "reference");
+    stat(out, "engine", server.settings.engine.name());
 }
 
 /// The reference engine has no slab classes: every item is its own allocation. It
@@ -307,6 +322,61 @@ fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
     let t = server.totals();
+    let sg = es.segments;
+    if sg.segment_bytes != 0 {
+        // The segment engine. Class 1 is the normal segments: a page is a segment
+        // and a chunk is an item in it (chunk_size is the mean item size). Class 2
+        // is the large items, each in a segment of its own. Field meanings are in
+        // docs/storage.md.
+        let large = sg.large_segments.min(es.curr_items);
+        let small = es.curr_items - large;
+        let large_bytes = sg.memory_bytes - sg.segments * sg.segment_bytes;
+        if sg.segments > 0 {
+            let in_use = (sg.segments - sg.free_segments).max(1);
+            let per_page = (small / in_use).max(1);
+            let small_bytes = es.bytes.saturating_sub(large_bytes);
+            stat(
+                out,
+                "1:chunk_size",
+                small_bytes.checked_div(small).unwrap_or(0),
+            );
+            stat(out, "1:chunks_per_page", per_page);
+            stat(out, "1:total_pages", sg.segments);
+            stat(out, "1:total_chunks", small + sg.free_segments * per_page);
+            stat(out, "1:used_chunks", small);
+            stat(out, "1:free_chunks", sg.free_segments * per_page);
+            stat(out, "1:free_chunks_end", 0);
+            stat(out, "1:mem_requested", small_bytes);
+            stat(out, "1:get_hits", t.get_hits);
+            stat(out, "1:cmd_set", t.cmd_set);
+            stat(out, "1:delete_hits", t.delete_hits);
+            stat(out, "1:incr_hits", t.incr_hits);
+            stat(out, "1:decr_hits", t.decr_hits);
+            stat(out, "1:cas_hits", t.cas_hits);
+            stat(out, "1:cas_badval", t.cas_badval);
+            stat(out, "1:touch_hits", t.touch_hits);
+            stat(out, "1:segment_size", sg.segment_bytes);
+            stat(out, "1:free_pages", sg.free_segments);
+            stat(out, "1:reinserted", sg.reinserted);
+        }
+        if let Some(avg) = large_bytes.checked_div(sg.large_segments) {
+            stat(out, "2:chunk_size", avg);
+            stat(out, "2:chunks_per_page", 1);
+            stat(out, "2:total_pages", sg.large_segments);
+            stat(out, "2:total_chunks", sg.large_segments);
+            stat(out, "2:used_chunks", large);
+            stat(out, "2:free_chunks", sg.large_segments - large);
+            stat(out, "2:free_chunks_end", 0);
+            stat(out, "2:mem_requested", large_bytes);
+        }
+        stat(
+            out,
+            "active_slabs",
+            u8::from(sg.segments > 0) + u8::from(sg.large_segments > 0),
+        );
+        stat(out, "total_malloced", sg.memory_bytes);
+        return;
+    }
     if let Some(avg) = es.bytes.checked_div(es.curr_items) {
         stat(out, "1:chunk_size", avg);
         stat(out, "1:chunks_per_page", 1);
@@ -336,6 +406,17 @@ fn conns(server: &crate::server::Server, out: &mut Vec<u8>) {
         let mut put = |name: &str, v: &dyn std::fmt::Display| {
             memcrab_proto::text::reply::stat(out, &format!("{fd}:{name}"), v)
         };
+        if info.addr.starts_with("udp") {
+            // memcached lists each worker's UDP socket as an idle connection.
+            put("UDP", &"UDP");
+            put("addr", &info.addr);
+            put("state", &"conn_read");
+            put(
+                "secs_since_last_cmd",
+                &now.saturating_sub(info.last_cmd.load(Ordering::Relaxed)),
+            );
+            continue;
+        }
         put("addr", &info.addr);
         match &info.listen_addr {
             Some(l) => {

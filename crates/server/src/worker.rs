@@ -8,6 +8,8 @@
 //!
 //! Connections never move between workers, so a connection's buffers are touched by
 //! one thread only; the engine is the only state workers share on the request path.
+//! With `-U`, every worker also polls its own dup of each UDP socket (`udp`), and
+//! whichever worker reads a datagram answers it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -23,6 +25,8 @@ use crate::server::{ConnInfo, Server};
 
 /// The token of a worker's waker.
 pub const WAKE: Token = Token(usize::MAX);
+/// UDP sockets' tokens are `UDP_TOKENS + i`; connection slots never get this far.
+const UDP_TOKENS: usize = usize::MAX / 2;
 /// How long shutdown waits for replies in flight to drain.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
@@ -37,6 +41,8 @@ pub struct Worker {
     pub poll: Poll,
     pub rx: Receiver<NewConn>,
     pub server: Arc<Server>,
+    /// This worker's handles on the UDP sockets (`-U`).
+    pub udp: Vec<crate::udp::Port>,
 }
 
 impl Worker {
@@ -54,9 +60,27 @@ impl Worker {
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
         let mut last_idle_scan = Instant::now();
+        // UDP sockets that used their turn's quota with datagrams maybe left.
+        let mut udp_ready: Vec<usize> = Vec::new();
+        let mut udp = std::mem::take(&mut self.udp);
+        for (i, port) in udp.iter_mut().enumerate() {
+            if let Err(e) = self.poll.registry().register(
+                port.source(),
+                Token(UDP_TOKENS + i),
+                Interest::READABLE,
+            ) {
+                eprintln!(
+                    "memcrab: worker {}: cannot watch a UDP socket: {e}",
+                    self.id
+                );
+                return;
+            }
+            // Datagrams may have arrived before the registration.
+            udp_ready.push(i);
+        }
 
         loop {
-            let timeout = if !ready.is_empty() {
+            let timeout = if !ready.is_empty() || !udp_ready.is_empty() {
                 Some(Duration::ZERO)
             } else if idle_secs > 0 {
                 Some(Duration::from_secs(1))
@@ -99,6 +123,13 @@ impl Worker {
                     continue;
                 }
                 let idx = ev.token().0;
+                if idx >= UDP_TOKENS {
+                    let i = idx - UDP_TOKENS;
+                    if !udp_ready.contains(&i) {
+                        udp_ready.push(i);
+                    }
+                    continue;
+                }
                 let Some(conn) = conns.get_mut(idx).and_then(Option::as_mut) else {
                     continue;
                 };
@@ -112,6 +143,7 @@ impl Worker {
                     self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
                 }
             }
+            udp_ready.retain(|&i| udp.get_mut(i).is_some_and(|p| p.serve(&cx)));
             if server.shutting_down() {
                 self.shutdown(&cx, &mut conns);
                 return;

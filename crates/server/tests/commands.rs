@@ -1066,10 +1066,8 @@ fn stats_settings_reflect_flags() {
         ("reqs_per_event", "5"),
         ("cas_enabled", "no"),
         ("tcp_backlog", "512"),
-        // memcached's default -B is auto.
-        // memcached's default `-B auto` says auto-negotiate; memcrab speaks only the
-        // text protocol so far and says so (a deliberate difference, in the README).
-        ("binding_protocol", "ascii"),
+        // memcached's default `-B auto` sniffs text or binary per connection.
+        ("binding_protocol", "auto-negotiate"),
         ("auth_enabled_sasl", "no"),
         ("item_size_max", "2097152"),
         ("flush_enabled", "yes"),
@@ -1365,4 +1363,46 @@ fn flush_all_disabled() {
     c.call(b"flush_all 0 noreply\r\n", b"");
     c.call(b"get a\r\n", &cat(&[&value("a", 0, b"x"), b"END\r\n"]));
     assert_eq!(c.stat("cmd_flush"), 2);
+}
+
+/// A whole pipeline in one write: the server parses requests ahead of the one it
+/// executes (to prefetch their keys), so a refused data block, an error line or a
+/// suspended multiget in the middle must not let it run what follows from the wrong
+/// place. The too-large value is made of requests, which must be swallowed.
+#[test]
+fn pipeline_in_one_write() {
+    // A small -I, so that the refused block arrives in the same read as the rest.
+    let s = Server::tcp(&["-I", "1k", "-o", "slab_chunk_max=1024"]);
+    let mut c = s.connect();
+    let junk = b"get a\r\nset a 0 0 1\r\nj\r\n".repeat(60);
+    let mut req = Vec::new();
+    req.extend_from_slice(&store("set", "a", 1, 0, b"one"));
+    req.extend_from_slice(b"get a\r\nget a b\r\n");
+    req.extend_from_slice(format!("set big 0 0 {}\r\n", junk.len()).as_bytes());
+    req.extend_from_slice(&junk);
+    req.extend_from_slice(b"\r\nget a\r\nbogus\r\nget a\r\n");
+    req.extend_from_slice(&store("append", "a", 0, 0, b"+"));
+    req.extend_from_slice(b"incr n 1\r\nset b 0 0 2 noreply\r\nbb\r\nget b a\r\n");
+    req.extend_from_slice(b"get a\r\n".repeat(50).as_slice());
+    c.send(&req);
+    let one = cat(&[&value("a", 1, b"one"), b"END\r\n"]);
+    let mut want = cat(&[
+        b"STORED\r\n",
+        &one,
+        &one,
+        TOO_LARGE,
+        &one,
+        b"ERROR\r\n",
+        &one,
+        b"STORED\r\n",
+        b"NOT_FOUND\r\n",
+        &value("b", 0, b"bb"),
+        &value("a", 1, b"one+"),
+        b"END\r\n",
+    ]);
+    for _ in 0..50 {
+        want.extend_from_slice(&cat(&[&value("a", 1, b"one+"), b"END\r\n"]));
+    }
+    c.expect(&want);
+    c.call(b"get big\r\n", b"END\r\n");
 }

@@ -110,6 +110,8 @@ pub enum Addr {
 pub struct Server {
     child: Child,
     pub addr: Addr,
+    /// The UDP port from the port file's `UDP INET: <port>` line (`-U`).
+    pub udp_port: Option<u16>,
     exited: Option<ExitStatus>,
     dir: TempDir,
 }
@@ -117,17 +119,26 @@ pub struct Server {
 impl Server {
     /// Starts the server on an ephemeral TCP port on 127.0.0.1 with extra `args`.
     pub fn tcp(args: &[&str]) -> Server {
+        Server::tcp_env(args, &[])
+    }
+
+    /// As [`Server::tcp`], with extra environment variables for the server.
+    pub fn tcp_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = TempDir::new();
         let port_file = dir.0.join("port");
         let mut full = vec!["-l", "127.0.0.1:0"];
         full.extend_from_slice(args);
-        let mut child = spawn(&dir.0, &full, Some(&port_file));
+        let mut child = spawn(&dir.0, &full, Some(&port_file), env);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let port = loop {
+        let (port, udp_port) = loop {
             // The server writes `<file>.lck` and renames it, so a file that exists
             // is complete.
             if let Ok(text) = fs::read_to_string(&port_file) {
-                break parse_port_file(&text);
+                let udp = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("UDP INET: "))
+                    .and_then(|p| p.trim().parse().ok());
+                break (parse_port_file(&text), udp);
             }
             check_startup(&mut child, &dir.0, deadline, "write its port file");
             thread::sleep(POLL_INTERVAL);
@@ -135,6 +146,7 @@ impl Server {
         Server {
             child,
             addr: Addr::Tcp(SocketAddr::from(([127, 0, 0, 1], port))),
+            udp_port,
             exited: None,
             dir,
         }
@@ -147,7 +159,7 @@ impl Server {
         let sock_text = sock.to_str().expect("utf-8 temp path").to_string();
         let mut full = vec!["-s", sock_text.as_str()];
         full.extend_from_slice(args);
-        let mut child = spawn(&dir.0, &full, None);
+        let mut child = spawn(&dir.0, &full, None, &[]);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if UnixStream::connect(&sock).is_ok() {
@@ -159,6 +171,7 @@ impl Server {
         Server {
             child,
             addr: Addr::Unix(sock),
+            udp_port: None,
             exited: None,
             dir,
         }
@@ -255,7 +268,7 @@ impl Drop for Server {
     }
 }
 
-fn spawn(dir: &Path, args: &[&str], port_file: Option<&Path>) -> Child {
+fn spawn(dir: &Path, args: &[&str], port_file: Option<&Path>, env: &[(&str, &str)]) -> Child {
     let bin = server_binary();
     let mut cmd = Command::new(&bin);
     if against_memcached() {
@@ -263,6 +276,7 @@ fn spawn(dir: &Path, args: &[&str], port_file: Option<&Path>) -> Child {
     }
     cmd.args(args);
     cmd.env_remove("MEMCACHED_PORT_FILENAME");
+    cmd.envs(env.iter().copied());
     if let Some(f) = port_file {
         cmd.env("MEMCACHED_PORT_FILENAME", f);
     }

@@ -1,0 +1,375 @@
+//! Binary-protocol requests against the store, with memcached 1.6.18's responses
+//! (`proto_bin.c`): statuses and error texts, CAS in every mutation's response,
+//! quiet forms that hide only what memcached hides (successes; a getq/getkq/gatq
+//! miss), SASL PLAIN, and memcached's stats counters.
+//!
+//! Framing and validation live in `memcrab_proto::binary`; the connection
+//! (`conn.rs`) frames packets, checks value sizes before waiting for a value, and
+//! calls [`execute`] once the whole packet is buffered.
+
+use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
+use memcrab_store::{
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode, StoreOpts, StoreResult,
+    Vivify,
+};
+
+use crate::auth;
+use crate::exec::{Ctx, Flow};
+use crate::server::VERSION;
+
+/// A connection's SASL state.
+#[derive(Debug, Default)]
+pub struct SaslState {
+    /// A SASL exchange succeeded (cleared when a new one starts, as memcached).
+    pub authenticated: bool,
+    /// `SASL_AUTH` started an exchange that `SASL_STEP` may continue.
+    pub started: bool,
+    /// PLAIN was started without data: the next step carries the message.
+    pub awaiting_plain: bool,
+    /// An exchange succeeded on this connection: cyrus SASL (memcached's) refuses
+    /// every later start or step on the same SASL connection object.
+    pub completed: bool,
+}
+
+/// Executes one validated request whose value (if any) is `value`.
+pub fn execute(
+    h: &Header,
+    req: Request<'_>,
+    value: &[u8],
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    sasl: &mut SaslState,
+) -> Flow {
+    let c = cx.counters;
+    let clock = cx.engine.clock();
+    match req {
+        Request::Get {
+            key,
+            quiet,
+            with_key,
+            touch,
+            no_value,
+        } => {
+            let opts = GetOpts {
+                touch: touch.map(|t| clock.realtime(i64::from(t))),
+                ..GetOpts::default()
+            };
+            let found = cx.engine.get(key, &opts, &mut |it| {
+                bin::hit(
+                    out,
+                    h,
+                    it.cas,
+                    it.flags,
+                    with_key.then_some(key),
+                    (!no_value).then_some(it.value),
+                );
+                false
+            });
+            if touch.is_some() {
+                c.cmd_touch.incr();
+            } else {
+                c.cmd_get.incr();
+            }
+            match (touch.is_some(), found) {
+                (true, Fetch::Hit) => c.touch_hits.incr(),
+                (false, Fetch::Hit) => c.get_hits.incr(),
+                (true, _) => c.touch_misses.incr(),
+                (false, _) => c.get_misses.incr(),
+            }
+            match found {
+                Fetch::Expired => c.get_expired.incr(),
+                Fetch::Flushed => c.get_flushed.incr(),
+                _ => {}
+            }
+            if !found.is_hit() && !quiet {
+                if with_key {
+                    bin::miss_with_key(out, h, key);
+                } else {
+                    bin::error(out, h, status::KEY_ENOENT);
+                }
+            }
+            Flow::Next
+        }
+        Request::Store {
+            kind,
+            key,
+            quiet,
+            flags,
+            exptime,
+            cas,
+            ..
+        } => {
+            c.cmd_set.incr();
+            // Under -C items carry no CAS, so memcached never sees the request's.
+            let cas = if cx.server.settings.use_cas { cas } else { 0 };
+            let (mode, opts) = match kind {
+                StoreKind::Append | StoreKind::Prepend => (
+                    if kind == StoreKind::Append {
+                        Mode::Append
+                    } else {
+                        Mode::Prepend
+                    },
+                    StoreOpts {
+                        compare_cas: (cas != 0).then_some(cas),
+                        ..StoreOpts::default()
+                    },
+                ),
+                _ if cas != 0 => (Mode::Cas(cas), StoreOpts::default()),
+                StoreKind::Set => (Mode::Set, StoreOpts::default()),
+                StoreKind::Add => (Mode::Add, StoreOpts::default()),
+                StoreKind::Replace => (Mode::Replace, StoreOpts::default()),
+            };
+            let exptime = clock.realtime(i64::from(exptime));
+            match cx.engine.store(mode, key, flags, exptime, value, &opts) {
+                StoreResult::Stored(new_cas) => {
+                    if matches!(mode, Mode::Cas(_)) {
+                        c.cas_hits.incr();
+                    }
+                    if !quiet {
+                        bin::simple(out, h, status::SUCCESS, new_cas, b"");
+                    }
+                }
+                StoreResult::Exists => {
+                    c.cas_badval.incr();
+                    bin::error(out, h, status::KEY_EEXISTS);
+                }
+                StoreResult::NotFound => {
+                    c.cas_misses.incr();
+                    bin::error(out, h, status::KEY_ENOENT);
+                }
+                StoreResult::NotStored => {
+                    let st = match mode {
+                        Mode::Add => status::KEY_EEXISTS,
+                        Mode::Replace => status::KEY_ENOENT,
+                        _ => status::NOT_STORED,
+                    };
+                    bin::error(out, h, st);
+                }
+                StoreResult::OutOfMemory => {
+                    c.store_no_memory.incr();
+                    if matches!(mode, Mode::Append | Mode::Prepend) {
+                        bin::error(out, h, status::NOT_STORED);
+                    } else {
+                        bin::simple(out, h, status::ENOMEM, 0, b"Out of memory allocating item");
+                    }
+                }
+            }
+            Flow::Next
+        }
+        Request::Delete { key, quiet, cas } => {
+            let opts = DeleteOpts {
+                compare_cas: (cas != 0).then_some(cas),
+                ..DeleteOpts::default()
+            };
+            match cx.engine.delete(key, &opts) {
+                DeleteResult::Deleted | DeleteResult::Invalidated(_) => {
+                    c.delete_hits.incr();
+                    if !quiet {
+                        bin::simple(out, h, status::SUCCESS, 0, b"");
+                    }
+                }
+                DeleteResult::NotFound => {
+                    c.delete_misses.incr();
+                    bin::error(out, h, status::KEY_ENOENT);
+                }
+                DeleteResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
+            }
+            Flow::Next
+        }
+        Request::Arith {
+            key,
+            quiet,
+            incr,
+            delta,
+            initial,
+            exptime,
+            cas,
+        } => {
+            let opts = DeltaOpts {
+                compare_cas: (cas != 0).then_some(cas),
+                vivify: (exptime != NO_CREATE).then(|| Vivify {
+                    initial,
+                    exptime: clock.realtime(i64::from(exptime)),
+                }),
+                ..DeltaOpts::default()
+            };
+            match cx.engine.delta(key, incr, delta, &opts) {
+                Delta::Value(v) => {
+                    if !v.created {
+                        if incr {
+                            c.incr_hits.incr();
+                        } else {
+                            c.decr_hits.incr();
+                        }
+                    }
+                    if !quiet {
+                        bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
+                    }
+                }
+                Delta::NotFound => {
+                    if incr {
+                        c.incr_misses.incr();
+                    } else {
+                        c.decr_misses.incr();
+                    }
+                    bin::error(out, h, status::KEY_ENOENT);
+                }
+                Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),
+                Delta::Exists => bin::error(out, h, status::KEY_EEXISTS),
+                Delta::OutOfMemory => bin::simple(
+                    out,
+                    h,
+                    status::ENOMEM,
+                    0,
+                    b"Out of memory incrementing value",
+                ),
+            }
+            Flow::Next
+        }
+        Request::Quit { quiet } => {
+            if !quiet {
+                bin::simple(out, h, status::SUCCESS, 0, b"");
+            }
+            Flow::Quit
+        }
+        Request::Flush { quiet, delay } => {
+            if !cx.server.settings.flush_enabled {
+                bin::error(out, h, status::AUTH_ERROR);
+                return Flow::Next;
+            }
+            c.cmd_flush.incr();
+            let at = (delay > 0).then(|| clock.realtime(i64::from(delay)));
+            cx.engine.flush_all(at);
+            if !quiet {
+                bin::simple(out, h, status::SUCCESS, 0, b"");
+            }
+            Flow::Next
+        }
+        Request::Noop => {
+            bin::simple(out, h, status::SUCCESS, 0, b"");
+            Flow::Next
+        }
+        Request::Version => {
+            bin::simple(out, h, status::SUCCESS, 0, VERSION.as_bytes());
+            Flow::Next
+        }
+        Request::Stat { key } => {
+            stat(h, key, cx, out);
+            Flow::Next
+        }
+        Request::SaslListMechs => {
+            bin::simple(out, h, status::SUCCESS, 0, auth::SASL_MECHS);
+            Flow::Next
+        }
+        Request::SaslAuth { step, mech, .. } => {
+            sasl_auth(h, step, mech, value, cx, out, sasl);
+            Flow::Next
+        }
+    }
+}
+
+/// `process_bin_complete_sasl_auth` with PLAIN as the only mechanism.
+fn sasl_auth(
+    h: &Header,
+    step: bool,
+    mech: &[u8],
+    data: &[u8],
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    st: &mut SaslState,
+) {
+    // memcached's init_sasl_conn: every exchange starts unauthenticated.
+    st.authenticated = false;
+    let users = cx.server.settings.users.as_deref();
+    enum R {
+        Ok,
+        Continue,
+        Fail,
+    }
+    let r = if st.completed {
+        R::Fail
+    } else if !step {
+        if mech != b"PLAIN" {
+            st.started = false;
+            R::Fail
+        } else if data.is_empty() {
+            st.started = true;
+            st.awaiting_plain = true;
+            R::Continue
+        } else {
+            st.started = true;
+            st.awaiting_plain = false;
+            if users.is_some_and(|u| auth::sasl_plain(u, data)) {
+                R::Ok
+            } else {
+                R::Fail
+            }
+        }
+    } else if st.started && st.awaiting_plain {
+        st.awaiting_plain = false;
+        if users.is_some_and(|u| auth::sasl_plain(u, data)) {
+            R::Ok
+        } else {
+            R::Fail
+        }
+    } else {
+        R::Fail
+    };
+    let c = cx.counters;
+    match r {
+        R::Ok => {
+            st.authenticated = true;
+            st.completed = true;
+            c.auth_cmds.incr();
+            bin::simple(out, h, status::SUCCESS, 0, b"Authenticated");
+        }
+        R::Continue => bin::simple(out, h, status::AUTH_CONTINUE, 0, b""),
+        R::Fail => {
+            c.auth_cmds.incr();
+            c.auth_errors.incr();
+            bin::error(out, h, status::AUTH_ERROR);
+        }
+    }
+}
+
+/// `process_bin_stat`: the text rendering of a stats group, one packet per line.
+fn stat(h: &Header, key: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) {
+    let mut text = Vec::new();
+    let group: Option<&[u8]> = if key.is_empty() {
+        None
+    } else if key.starts_with(b"reset") {
+        cx.server.reset_stats();
+        bin::stat(out, h.opaque, b"", b"");
+        return;
+    } else if key.starts_with(b"settings") {
+        Some(b"settings")
+    } else if let Some(rest) = key.strip_prefix(b"detail") {
+        // Prefix stats are never collected by memcrab: "on"/"off" are accepted,
+        // "dump" shows memcached's empty dump.
+        if rest.starts_with(b" dump") {
+            bin::stat(out, h.opaque, b"detailed", b"END\r\n");
+        } else if !(rest.starts_with(b" on") || rest.starts_with(b" off")) {
+            bin::error(out, h, status::KEY_ENOENT);
+            return;
+        }
+        bin::stat(out, h.opaque, b"", b"");
+        return;
+    } else if matches!(key, b"items" | b"slabs" | b"sizes") {
+        Some(key)
+    } else {
+        bin::error(out, h, status::KEY_ENOENT);
+        return;
+    };
+    crate::stats::render(cx.server, group, None, &mut text);
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(kv) = line.strip_prefix(b"STAT ") {
+            let (k, v) = match kv.iter().position(|&b| b == b' ') {
+                Some(i) => (&kv[..i], &kv[i + 1..]),
+                None => (kv, &b""[..]),
+            };
+            bin::stat(out, h.opaque, k, v);
+        }
+    }
+    bin::stat(out, h.opaque, b"", b"");
+}

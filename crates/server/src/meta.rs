@@ -1,0 +1,519 @@
+//! Meta commands (`mg ms md ma mn me`) against the engine, with memcached 1.6.18's
+//! replies, quiet-mode rules and stats (`proto_text.c`'s `process_m*_command`).
+//!
+//! Flags take effect in request order, as in memcached: `mg k t T30` reports the
+//! TTL before the touch, `mg k T30 t` after it. The engine is asked once per request
+//! (see `memcrab_store::GetOpts` and friends) and reports the item as it was before
+//! the request; the reply is rebuilt from that in token order.
+//!
+//! Quiet mode (`q`) hides only the "nominal" reply, which differs per command as in
+//! 1.6.18: `mg` hides `EN` (a hit still answers); `ms` hides `HD`; `md` hides `HD`
+//! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA` unless the item was just
+//! created by `N`. Errors are never hidden.
+//!
+//! Deliberate differences from 1.6.18, all documented in tests/meta.rs:
+//! - `E` (explicit new CAS, newer protocol.txt) is supported; 1.6.18 rejects it.
+//! - `k` and `me` print the key base64-encoded when *this request* used `b`;
+//!   memcached remembers per item whether it was stored with `b`.
+//! - `ma T` keeps the new TTL even when the incremented number grows longer than
+//!   the old value (1.6.18 then applies T to the replaced item, losing it).
+//! - `me`'s `cls` is computed from memcached's default slab classes for the item's
+//!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
+
+use memcrab_proto::meta::{errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX};
+use memcrab_store::{
+    memcached_item_bytes, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode,
+    RelTime, StoreOpts, StoreResult, Vivify,
+};
+
+use crate::exec::{Ctx, Flow};
+
+/// memcached's `slab_chunk_size_max` with the default 1 MiB slab page.
+const SLAB_CHUNK_SIZE_MAX: u32 = 512 * 1024;
+/// memcached's `sizeof(item)` on 64-bit.
+const ITEM_HEADER_BYTES: u32 = 48;
+/// memcached's `CHUNK_ALIGN_BYTES`.
+const CHUNK_ALIGN_BYTES: u32 = 8;
+/// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`.
+const MAX_SLAB_CLASSES: u32 = 64;
+
+/// Executes one meta request, appending its reply to `out`.
+pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+    match m {
+        Meta::Get { key, flags } => get(&key, &flags, cx, out),
+        Meta::Set {
+            key,
+            flags,
+            mode,
+            data,
+        } => set(&key, &flags, mode, data, cx, out),
+        Meta::SetTooLarge { key, swallow } => {
+            cx.counters.store_too_large.incr();
+            // memcached: a failed ms must not leave the old value readable (any mode).
+            let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+            cx.engine
+                .delete(key.decode(&mut kb), &DeleteOpts::default());
+            out.extend_from_slice(errors::TOO_LARGE);
+            Flow::Swallow(swallow)
+        }
+        Meta::SetBadChunk => {
+            cx.counters.cmd_set.incr();
+            out.extend_from_slice(errors::BAD_DATA_CHUNK);
+            Flow::Next
+        }
+        Meta::Delete { key, flags } => delete(&key, &flags, cx, out),
+        Meta::Arith { key, flags, incr } => arith(&key, &flags, incr, cx, out),
+        Meta::Noop => {
+            out.extend_from_slice(reply::MN);
+            Flow::Next
+        }
+        Meta::Debug { key } => debug(&key, cx, out),
+        Meta::Fail { reply, swallow } => {
+            out.extend_from_slice(reply);
+            if swallow > 0 {
+                Flow::Swallow(swallow)
+            } else {
+                Flow::Next
+            }
+        }
+    }
+}
+
+/// A wire TTL as memcached's meta flags convert it
+/// (`realtime(EXPTIME_TO_POSITIVE_TIME(t))`).
+fn rel(cx: &Ctx<'_>, t: i32) -> RelTime {
+    cx.engine.clock().realtime(i64::from(t))
+}
+
+/// The TTL flags as they take effect: memcached applies `T` and `N` while walking
+/// the tokens and stops at an over-long opaque (answering an error), so later ones
+/// never happen. Returns (`T` for an existing item, exptime of a created item).
+fn ttl_effects(
+    flags: &Flags<'_>,
+    ttl: Option<RelTime>,
+    viv: Option<RelTime>,
+) -> (Option<RelTime>, RelTime) {
+    let mut touch = None;
+    let mut created = 0;
+    for t in flags.tokens() {
+        match t[0] {
+            b'T' => {
+                touch = ttl;
+                created = ttl.unwrap_or(created);
+            }
+            b'N' => created = viv.unwrap_or(created),
+            b'O' if t.len() > memcrab_proto::meta::OPAQUE_MAX_LEN => break,
+            _ => {}
+        }
+    }
+    (touch, created)
+}
+
+/// Echoes the `O` and `k` flags in order (the miss / failure lines).
+fn opaque_and_key(out: &mut Vec<u8>, flags: &Flags<'_>, key: &Key<'_>) {
+    for t in flags.tokens() {
+        match t[0] {
+            b'O' => reply::opaque(out, t),
+            b'k' => reply::key(out, key),
+            _ => {}
+        }
+    }
+}
+
+fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+    let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+    let kbytes = key.decode(&mut kb);
+    let c = cx.counters;
+    let now = cx.engine.clock().now();
+    let ttl = flags.ttl.map(|t| rel(cx, t));
+    let viv = flags.vivify.map(|t| rel(cx, t));
+    let recache = flags.recache.map(|t| rel(cx, t));
+    let long_opaque = flags.opaque_too_long();
+    // memcached fetches "locked" (bumping only after the reply is built, and not at
+    // all when an error cuts it short) when any of these flags is present.
+    let locked = [b'N', b'T', b'R', b'l', b'h'].iter().any(|&f| flags.has(f));
+    let (touch, created_exptime) = ttl_effects(flags, ttl, viv);
+    let opts = GetOpts {
+        touch,
+        no_bump: flags.no_bump || (long_opaque && locked),
+        vivify: viv.map(|_| created_exptime),
+        new_cas: flags.new_cas,
+        // The W/Z decision must be atomic with the lookup (two mg on a stale item
+        // must not both win), as memcached's item lock makes it.
+        exclusive: true,
+    };
+    let start = out.len();
+    let mut failed = false;
+    let found = cx.engine.get(kbytes, &opts, &mut |it| {
+        if flags.value {
+            out.extend_from_slice(b"VA ");
+            out.extend_from_slice(itoa::Buffer::new().format(it.value.len()).as_bytes());
+        } else {
+            out.extend_from_slice(b"HD");
+        }
+        let mut exptime = it.exptime;
+        let mut won = false;
+        for t in flags.tokens() {
+            match t[0] {
+                b'T' => exptime = ttl.unwrap_or(exptime),
+                b'N' if it.created => {
+                    exptime = viv.unwrap_or(exptime);
+                    won = true;
+                }
+                b'R' => {
+                    if let Some(r) = recache {
+                        if !it.token_sent && !it.created && exptime != 0 && exptime < r {
+                            won = true;
+                        }
+                    }
+                }
+                b's' => reply::flag_num(out, b's', it.value.len()),
+                b't' => reply::ttl(out, exptime, now),
+                b'c' => reply::flag_num(out, b'c', it.cas),
+                b'f' => reply::flag_num(out, b'f', it.flags),
+                b'l' => reply::flag_num(out, b'l', now.wrapping_sub(it.atime)),
+                b'h' => reply::flag_num(out, b'h', u8::from(it.fetched)),
+                b'O' if t.len() > memcrab_proto::meta::OPAQUE_MAX_LEN => {
+                    failed = true;
+                    return false;
+                }
+                b'O' => reply::opaque(out, t),
+                b'k' => reply::key(out, key),
+                _ => {}
+            }
+        }
+        // Z before X before W, as memcached; a stale item hands out one token.
+        if it.token_sent {
+            reply::flag(out, b'Z');
+        }
+        if it.stale {
+            reply::flag(out, b'X');
+            if !it.token_sent {
+                won = true;
+            }
+        }
+        if won {
+            reply::flag(out, b'W');
+        }
+        out.extend_from_slice(b"\r\n");
+        if flags.value {
+            out.extend_from_slice(it.value);
+            out.extend_from_slice(b"\r\n");
+        }
+        won
+    });
+    if found == Fetch::Hit {
+        if failed {
+            out.truncate(start);
+            out.extend_from_slice(errors::OPAQUE_TOO_LONG);
+            return Flow::Next;
+        }
+        if ttl.is_some() {
+            c.cmd_touch.incr();
+            c.touch_hits.incr();
+        } else {
+            c.cmd_get.incr();
+            c.get_hits.incr();
+        }
+        return Flow::Next;
+    }
+    c.cmd_get.incr();
+    c.get_misses.incr();
+    match found {
+        Fetch::Expired => c.get_expired.incr(),
+        Fetch::Flushed => c.get_flushed.incr(),
+        _ => {}
+    }
+    if long_opaque {
+        out.extend_from_slice(errors::OPAQUE_TOO_LONG);
+    } else if !flags.quiet {
+        out.extend_from_slice(b"EN");
+        opaque_and_key(out, flags, key);
+        out.extend_from_slice(b"\r\n");
+    }
+    Flow::Next
+}
+
+fn set(
+    key: &Key<'_>,
+    flags: &Flags<'_>,
+    mode: SetMode,
+    data: &[u8],
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+) -> Flow {
+    let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+    let kbytes = key.decode(&mut kb);
+    let c = cx.counters;
+    c.cmd_set.incr();
+    let exptime = flags.ttl.map_or(0, |t| rel(cx, t));
+    let mode = match mode {
+        SetMode::Set => Mode::Set,
+        SetMode::Add => Mode::Add,
+        SetMode::Append => Mode::Append,
+        SetMode::Prepend => Mode::Prepend,
+        SetMode::Replace => Mode::Replace,
+    };
+    // memcached turns set and replace with a CAS into its cas command.
+    let cas_mode = flags.compare_cas.is_some() && matches!(mode, Mode::Set | Mode::Replace);
+    let opts = StoreOpts {
+        compare_cas: flags.compare_cas,
+        invalidate: flags.invalidate,
+        // 1.6.18 accepts ms N and ignores it (newer versions vivify appends).
+        vivify: None,
+        new_cas: flags.new_cas,
+    };
+    let r = cx
+        .engine
+        .store(mode, kbytes, flags.client_flags, exptime, data, &opts);
+    let (status, cas): (&[u8], u64) = match r {
+        StoreResult::Stored(cas) => {
+            if cas_mode {
+                c.cas_hits.incr();
+            }
+            if flags.quiet {
+                return Flow::Next;
+            }
+            (b"HD", cas)
+        }
+        StoreResult::NotStored => (b"NS", 0),
+        StoreResult::Exists => {
+            if cas_mode {
+                c.cas_badval.incr();
+            }
+            (b"EX", 0)
+        }
+        StoreResult::NotFound => {
+            c.cas_misses.incr();
+            (b"NF", 0)
+        }
+        StoreResult::OutOfMemory => {
+            c.store_no_memory.incr();
+            if mode != Mode::Set {
+                // memcached drops the old item whatever the ms mode (the engine
+                // already did for a set).
+                cx.engine.delete(kbytes, &DeleteOpts::default());
+            }
+            out.extend_from_slice(errors::OUT_OF_MEMORY);
+            return Flow::Next;
+        }
+    };
+    out.extend_from_slice(status);
+    for t in flags.tokens() {
+        match t[0] {
+            b'O' => reply::opaque(out, t),
+            b'k' => reply::key(out, key),
+            b'c' => reply::flag_num(out, b'c', cas),
+            _ => {}
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Flow::Next
+}
+
+fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+    let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+    let kbytes = key.decode(&mut kb);
+    let c = cx.counters;
+    let opts = DeleteOpts {
+        compare_cas: flags.compare_cas,
+        invalidate: flags.invalidate,
+        touch: flags.ttl.map(|t| rel(cx, t)),
+        new_cas: flags.new_cas,
+    };
+    let status: &[u8] = match cx.engine.delete(kbytes, &opts) {
+        DeleteResult::Deleted => {
+            c.delete_hits.incr();
+            b"HD"
+        }
+        DeleteResult::Invalidated(_) => b"HD",
+        DeleteResult::NotFound => {
+            c.delete_misses.incr();
+            b"NF"
+        }
+        DeleteResult::Exists => {
+            c.delete_misses.incr();
+            b"EX"
+        }
+    };
+    if status == b"HD" && flags.quiet {
+        return Flow::Next;
+    }
+    out.extend_from_slice(status);
+    opaque_and_key(out, flags, key);
+    out.extend_from_slice(b"\r\n");
+    Flow::Next
+}
+
+fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+    let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+    let kbytes = key.decode(&mut kb);
+    let c = cx.counters;
+    let now = cx.engine.clock().now();
+    let ttl = flags.ttl.map(|t| rel(cx, t));
+    let viv = flags.vivify.map(|t| rel(cx, t));
+    let (touch, created_exptime) = ttl_effects(flags, ttl, viv);
+    let opts = DeltaOpts {
+        compare_cas: flags.compare_cas,
+        vivify: viv.map(|_| Vivify {
+            initial: flags.initial,
+            exptime: created_exptime,
+        }),
+        touch,
+        new_cas: flags.new_cas,
+    };
+    let start = out.len();
+    match cx.engine.delta(kbytes, incr, flags.delta, &opts) {
+        Delta::Value(v) => {
+            if !v.created {
+                if incr {
+                    c.incr_hits.incr();
+                } else {
+                    c.decr_hits.incr();
+                }
+            }
+            let mut digits = itoa::Buffer::new();
+            let digits = digits.format(v.value).as_bytes();
+            if flags.value {
+                out.extend_from_slice(b"VA ");
+                out.extend_from_slice(itoa::Buffer::new().format(digits.len()).as_bytes());
+            } else {
+                out.extend_from_slice(b"HD");
+            }
+            let mut exptime = v.exptime;
+            for t in flags.tokens() {
+                match t[0] {
+                    b'c' => reply::flag_num(out, b'c', v.cas),
+                    b't' => reply::ttl(out, exptime, now),
+                    b'T' => exptime = ttl.unwrap_or(exptime),
+                    b'N' if v.created => exptime = viv.unwrap_or(exptime),
+                    b'O' => reply::opaque(out, t),
+                    b'k' => reply::key(out, key),
+                    _ => {}
+                }
+            }
+            if flags.value {
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(digits);
+            }
+            out.extend_from_slice(b"\r\n");
+            // memcached hides a successful reply under q, but not one for an item
+            // it just created.
+            if flags.quiet && !v.created {
+                out.truncate(start);
+            }
+        }
+        Delta::NotFound => {
+            if incr {
+                c.incr_misses.incr();
+            } else {
+                c.decr_misses.incr();
+            }
+            out.extend_from_slice(b"NF");
+            opaque_and_key(out, flags, key);
+            out.extend_from_slice(b"\r\n");
+        }
+        Delta::Exists => {
+            out.extend_from_slice(b"EX");
+            opaque_and_key(out, flags, key);
+            out.extend_from_slice(b"\r\n");
+        }
+        Delta::NonNumeric => {
+            out.extend_from_slice(errors::NON_NUMERIC);
+            return Flow::Next;
+        }
+        Delta::OutOfMemory => {
+            out.extend_from_slice(errors::DELTA_OUT_OF_MEMORY);
+            return Flow::Next;
+        }
+    }
+    if flags.opaque_too_long() {
+        // memcached notices while writing the reply, after the change is made.
+        out.truncate(start);
+        out.extend_from_slice(errors::OPAQUE_TOO_LONG);
+    }
+    Flow::Next
+}
+
+fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+    let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
+    let kbytes = key.decode(&mut kb);
+    cx.counters.cmd_meta.incr();
+    let now = cx.engine.clock().now();
+    let settings = &cx.server.settings;
+    let opts = GetOpts {
+        no_bump: true,
+        ..GetOpts::default()
+    };
+    let found = cx.engine.get(kbytes, &opts, &mut |it| {
+        use std::io::Write;
+        out.extend_from_slice(b"ME ");
+        if key.is_binary() {
+            memcrab_proto::meta::base64_encode(kbytes, out);
+        } else {
+            out.extend_from_slice(kbytes);
+        }
+        let exp: i64 = if it.exptime == 0 {
+            -1
+        } else {
+            // memcached prints `current_time - exptime` (unsigned) with %d.
+            i64::from(now.wrapping_sub(it.exptime) as i32)
+        };
+        let size =
+            memcached_item_bytes(it.key.len(), it.flags, it.value.len(), settings.use_cas) as u32;
+        let cls = slab_class(size, settings.chunk_size, settings.growth_factor);
+        // Writing to a Vec cannot fail.
+        let _ = write!(
+            out,
+            " exp={exp} la={} cas={} fetch={} cls={cls} size={size}\r\n",
+            now.wrapping_sub(it.atime),
+            it.cas,
+            if it.fetched { "yes" } else { "no" },
+        );
+        false
+    });
+    if found != Fetch::Hit {
+        out.extend_from_slice(reply::EN);
+    }
+    Flow::Next
+}
+
+/// memcached's `slabs_clsid` over the classes `slabs_init` builds from `-n`
+/// (`chunk_size`) and `-f` (`factor`) with the default slab page.
+fn slab_class(ntotal: u32, chunk_size: u32, factor: f64) -> u32 {
+    let mut size = ITEM_HEADER_BYTES + chunk_size;
+    let mut id = 1;
+    while id < MAX_SLAB_CLASSES - 1 {
+        if f64::from(size) >= f64::from(SLAB_CHUNK_SIZE_MAX) / factor {
+            break;
+        }
+        if !size.is_multiple_of(CHUNK_ALIGN_BYTES) {
+            size += CHUNK_ALIGN_BYTES - size % CHUNK_ALIGN_BYTES;
+        }
+        if ntotal <= size {
+            return id;
+        }
+        // memcached multiplies an unsigned int by a double and truncates.
+        size = (f64::from(size) * factor) as u32;
+        id += 1;
+    }
+    // The largest class holds SLAB_CHUNK_SIZE_MAX (bigger items are chunked).
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slab_class;
+
+    #[test]
+    fn slab_classes_as_memcached() {
+        // memcached -vv with defaults: class 1 is 96 bytes, 2 is 120, 3 is 152,
+        // 4 is 192, ... 39 is 524288.
+        assert_eq!(slab_class(60, 48, 1.25), 1);
+        assert_eq!(slab_class(96, 48, 1.25), 1);
+        assert_eq!(slab_class(97, 48, 1.25), 2);
+        assert_eq!(slab_class(152, 48, 1.25), 3);
+        assert_eq!(slab_class(153, 48, 1.25), 4);
+        assert_eq!(slab_class(600_000, 48, 1.25), 39);
+    }
+}

@@ -1,0 +1,588 @@
+//! memcached's UDP transport (`-U <port>`, off by default), as memcached 1.6.18
+//! serves it.
+//!
+//! ```text
+//!   one UDP socket per -l address, dup'ed into every worker's poll:
+//!
+//!   datagram ──recv_from──► rbuf (64 KiB, per socket per worker)
+//!            ── 8-byte frame header stripped ──► text / meta / binary requests
+//!            ── exec (the same executor as TCP) ──► out ──► 1..n datagrams ──send_to──► sender
+//! ```
+//!
+//! The frame (doc/protocol.txt, "UDP protocol"): every datagram starts with four
+//! big-endian u16s: request id, sequence number, total datagrams in the message, and
+//! a reserved 0. A reply echoes the request id and numbers its datagrams 0..n-1; each
+//! datagram is at most [`MAX_DATAGRAM_BYTES`] including the header.
+//!
+//! Facts pinned against memcached 1.6.18 (see crates/server/tests/udp.rs):
+//! - A datagram of 8 bytes or fewer is dropped; one whose header announces a total
+//!   other than 1 is dropped without a reply (1.6 no longer answers "multi-packet
+//!   request not supported"). The sequence number and reserved field of a request
+//!   are not checked.
+//! - Each datagram is its own unit: a request not complete in it (a `set` whose data
+//!   is not all there) is dropped with the rest of the datagram, and nothing is
+//!   remembered between datagrams. (memcached keeps the half-read state in the one
+//!   socket's connection and eats the next datagram, whoever sends it; that is a
+//!   bug we do not copy; nor its sticky `quit`, after which its UDP connection
+//!   drops the rest of every datagram after the first write.)
+//! - The first payload byte picks the protocol for the whole datagram: 0x80 is
+//!   binary, anything else text (and meta), whatever `-B` says (memcached's
+//!   `try_read_command_udp`).
+//! - Every request's reply is its own message (its own sequence numbering). A text
+//!   multi-get is sent as memcached's response objects are: one message per hit,
+//!   `END` attached to the last key's message.
+//! - memcached sends an empty reply object as a bare header whose total is 0 when it
+//!   is the first reply object sent in a "write round" (it is folded into the
+//!   previous send otherwise): `quit`, a multi-get whose first key misses, and a
+//!   binary quiet request that says nothing. A round ends after a text get, `mn`,
+//!   `quit`, a binary NOOP or error, every `-R` requests (each counted in
+//!   `conn_yields`) and at the end of the datagram. Text replies suppressed by
+//!   `noreply` or meta quiet mode are never sent. [`Tx`] walks the same steps.
+//! - Replies go only to the datagram's source address. bytes_read/bytes_written
+//!   count whole datagrams, headers included.
+//!
+//! Every worker polls its own dup of each socket, as memcached gives each worker
+//! thread one: a datagram wakes them all, the first to read it answers and the
+//! others find nothing (a wasted wakeup per burst, accepted for simplicity;
+//! SO_REUSEPORT sockets per worker would avoid it). Nothing about a peer lives
+//! past its datagram, so any worker may serve any datagram.
+//!
+//! Memory is bounded: each worker holds one 64 KiB receive buffer per UDP socket and
+//! one reply buffer (a reply is at most one value, `-I`, or one `stats` text), and
+//! nothing per peer. A datagram that cannot be sent at once (the socket's send
+//! buffer is full) waits at most [`SEND_WAIT_MS`] for room, then the rest of that
+//! reply is dropped: UDP gives no delivery guarantee, and a worker must not stall.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use memcrab_proto::binary::{self as bin, Frame, Reject};
+use memcrab_proto::meta::Meta;
+use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
+use socket2::{Domain, Socket, Type};
+
+use crate::binary::SaslState;
+use crate::conn::MAX_GET_LINE;
+use crate::exec::{self, Ctx, Flow};
+use crate::server::{ConnInfo, Server};
+
+/// The frame header's size (doc/protocol.txt).
+pub const HEADER_BYTES: usize = 8;
+/// The largest datagram sent, header included (memcached's UDP_MAX_PAYLOAD_SIZE).
+pub const MAX_DATAGRAM_BYTES: usize = 1400;
+/// Reply bytes per datagram (memcached's UDP_DATA_SIZE).
+pub const DATA_BYTES: usize = MAX_DATAGRAM_BYTES - HEADER_BYTES;
+/// The receive buffer (memcached's UDP_READ_BUFFER_SIZE); no UDP datagram is larger.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Datagrams served per readiness turn before the worker's connections get a turn.
+const DATAGRAMS_PER_TURN: usize = 64;
+/// How long a send waits for room in the socket's send buffer.
+const SEND_WAIT_MS: i32 = 10;
+/// A reply buffer larger than this is released after its datagram.
+const KEEP_OUT_BYTES: usize = 256 * 1024;
+/// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
+/// the kernel grants; Linux caps it at net.core.wmem_max).
+const SEND_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Binds one UDP socket per `-l` address, as memcached's `server_sockets`: an
+/// address's own `:port` wins over `-U` (so `-l 127.0.0.1:0 -U 1` gets an ephemeral
+/// UDP port). With `-s` or `-U 0` there is no UDP.
+pub fn bind(server: &Server) -> anyhow::Result<Vec<std::net::UdpSocket>> {
+    let s = &server.settings;
+    if s.udp_port == 0 || s.unix_socket.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for l in &s.listen {
+        for addr in crate::listen::parse_listen(l, s.udp_port)? {
+            let domain = if addr.is_ipv6() {
+                Domain::IPV6
+            } else {
+                Domain::IPV4
+            };
+            let sock = Socket::new(domain, Type::DGRAM, None)?;
+            sock.set_reuse_address(true)?;
+            if addr.is_ipv6() {
+                sock.set_only_v6(true)?;
+            }
+            // Best effort: the kernel clamps it.
+            let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);
+            sock.bind(&addr.into())
+                .with_context(|| format!("-U: cannot bind UDP {addr}"))?;
+            sock.set_nonblocking(true)?;
+            out.push(sock.into());
+        }
+    }
+    if out.is_empty() {
+        bail!("-U: no address to bind");
+    }
+    Ok(out)
+}
+
+/// One worker's handle on one UDP socket (a dup of the bound socket; every worker
+/// polls every UDP socket, as memcached gives each worker thread one).
+pub struct Port {
+    sock: mio::net::UdpSocket,
+    pub info: Arc<ConnInfo>,
+    rbuf: Box<[u8]>,
+    out: Vec<u8>,
+}
+
+impl Port {
+    /// Dups `sock` for one worker and lists it in `stats conns`.
+    pub fn new(server: &Server, sock: &std::net::UdpSocket) -> io::Result<Self> {
+        let sock = sock.try_clone()?;
+        let fd = sock.as_raw_fd();
+        let addr = sock
+            .local_addr()
+            .map(|a| format!("udp:{a}"))
+            .unwrap_or_else(|_| "udp:?".into());
+        let info = Arc::new(ConnInfo {
+            fd,
+            addr,
+            listen_addr: None,
+            last_cmd: std::sync::atomic::AtomicU32::new(server.engine.clock().now()),
+        });
+        server.conns.lock().insert(fd, Arc::clone(&info));
+        Ok(Port {
+            sock: mio::net::UdpSocket::from_std(sock),
+            info,
+            rbuf: vec![0; READ_BUFFER_BYTES].into_boxed_slice(),
+            out: Vec::new(),
+        })
+    }
+
+    pub fn source(&mut self) -> &mut mio::net::UdpSocket {
+        &mut self.sock
+    }
+
+    /// Serves datagrams until the socket is drained (returns false) or the turn's
+    /// quota is used (returns true: call again soon, as no new edge will come).
+    pub fn serve(&mut self, cx: &Ctx<'_>) -> bool {
+        for _ in 0..DATAGRAMS_PER_TURN {
+            let (len, peer) = match self.sock.recv_from(&mut self.rbuf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Nothing a peer sends can make recv fail for good; an error is
+                    // transient (e.g. ENOMEM). Give the others a turn.
+                    if cx.server.verbosity.load(Ordering::Relaxed) > 0 {
+                        eprintln!("memcrab: UDP recv failed: {e}");
+                    }
+                    return true;
+                }
+            };
+            let Some(dgram) = self.rbuf.get(..len) else {
+                continue;
+            };
+            // memcached reads `res > 8` bytes or ignores the datagram.
+            if dgram.len() <= HEADER_BYTES {
+                continue;
+            }
+            cx.counters.bytes_read.add(dgram.len() as u64);
+            self.info
+                .last_cmd
+                .store(cx.engine.clock().now(), Ordering::Relaxed);
+            let (header, payload) = dgram.split_at(HEADER_BYTES);
+            // A request spanning several datagrams is not supported: dropped.
+            if header[4..6] != [0u8, 1][..] {
+                continue;
+            }
+            let mut tx = Tx {
+                sock: &self.sock,
+                peer,
+                request_id: [header[0], header[1]],
+                first_in_round: true,
+                pending: false,
+                nreqs: reqs_per_event(cx),
+                cx,
+            };
+            if payload[0] == bin::REQ_MAGIC {
+                serve_binary(payload, cx, &mut self.out, &mut tx);
+            } else {
+                serve_text(payload, cx, &mut self.out, &mut tx);
+            }
+            self.out.clear();
+            if self.out.capacity() > KEEP_OUT_BYTES {
+                self.out = Vec::new();
+            }
+            if cx.server.shutting_down() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Sends one datagram's replies to its sender, reproducing memcached's grouping of
+/// reply objects into messages (see the module docs).
+struct Tx<'a> {
+    sock: &'a mio::net::UdpSocket,
+    peer: SocketAddr,
+    request_id: [u8; 2],
+    /// No reply object has been sent (or folded) since the write round began.
+    first_in_round: bool,
+    /// A request was served since the last write (memcached: `resp_head` is set).
+    pending: bool,
+    /// memcached's `nreqs`: requests left before it yields (`-R`).
+    nreqs: isize,
+    cx: &'a Ctx<'a>,
+}
+
+impl Tx<'_> {
+    /// A request's reply object. Empty means suppressed (`noreply`, quiet mode):
+    /// memcached marks those objects "skip" and never sends them.
+    fn reply(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.first_in_round = false;
+        self.send_message(bytes);
+    }
+
+    /// An empty reply object that is not "skip" (`quit`, a multi-get's missing
+    /// key): sent as a bare header with total 0 only when it opens a write round.
+    fn empty(&mut self) {
+        if self.first_in_round {
+            self.first_in_round = false;
+            self.send_message(&[]);
+        }
+    }
+
+    /// memcached transmits what it has gathered (`conn_mwrite`).
+    fn end_round(&mut self) {
+        self.first_in_round = true;
+        self.pending = false;
+    }
+
+    /// A request is done; `forces_write` if memcached writes at once after it (a
+    /// text get, `mn`, `quit`, a binary NOOP or error), `more` if bytes follow it in
+    /// the datagram. This walks memcached's `conn_new_cmd` state: every `-R`
+    /// requests it writes what is pending and yields (`conn_yields`), and it writes
+    /// before waiting for the next datagram.
+    fn request_done(&mut self, forces_write: bool, more: bool) {
+        self.pending = true;
+        if forces_write {
+            self.end_round();
+        }
+        loop {
+            self.nreqs -= 1;
+            if self.nreqs >= 0 && more {
+                return;
+            }
+            if self.pending {
+                self.end_round();
+                continue;
+            }
+            if self.nreqs >= 0 {
+                return;
+            }
+            self.cx.counters.conn_yields.incr();
+            self.nreqs = reqs_per_event(self.cx);
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// The datagram ends in an incomplete request: memcached writes what is
+    /// pending, then parses (and fails) once more.
+    fn incomplete(&mut self) {
+        if self.pending {
+            self.end_round();
+            self.nreqs -= 1;
+            if self.nreqs < 0 {
+                self.cx.counters.conn_yields.incr();
+            }
+        }
+    }
+
+    fn send_message(&mut self, msg: &[u8]) {
+        // memcached caps the announced total at 65535 (and lets the sequence wrap).
+        let total = u16::try_from(msg.len().div_ceil(DATA_BYTES)).unwrap_or(u16::MAX);
+        let mut dgram = [0u8; MAX_DATAGRAM_BYTES];
+        dgram[0..2].copy_from_slice(&self.request_id);
+        dgram[4..6].copy_from_slice(&total.to_be_bytes());
+        if msg.is_empty() {
+            self.send_datagram(&dgram[..HEADER_BYTES]);
+            return;
+        }
+        for (seq, chunk) in msg.chunks(DATA_BYTES).enumerate() {
+            // Truncation is the wrap memcached's 16-bit counter does.
+            dgram[2..4].copy_from_slice(&(seq as u16).to_be_bytes());
+            let end = HEADER_BYTES + chunk.len();
+            dgram[HEADER_BYTES..end].copy_from_slice(chunk);
+            if !self.send_datagram(&dgram[..end]) {
+                return;
+            }
+        }
+    }
+
+    /// Returns false when the datagram could not be sent (the rest of its message
+    /// is then dropped).
+    fn send_datagram(&mut self, d: &[u8]) -> bool {
+        let mut waited = false;
+        loop {
+            match self.sock.send_to(d, self.peer) {
+                Ok(n) => {
+                    self.cx.counters.bytes_written.add(n as u64);
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !waited => {
+                    waited = true;
+                    let mut pfd = libc::pollfd {
+                        fd: self.sock.as_raw_fd(),
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    };
+                    // SAFETY: pfd is one valid, initialized pollfd that lives across
+                    // the call; poll only writes its revents.
+                    unsafe { libc::poll(&mut pfd, 1, SEND_WAIT_MS) };
+                }
+                Err(e) => {
+                    if self.cx.server.verbosity.load(Ordering::Relaxed) > 0 {
+                        eprintln!("memcrab: UDP send to {} failed: {e}", self.peer);
+                    }
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// `-R`, at least 1.
+fn reqs_per_event(cx: &Ctx<'_>) -> isize {
+    isize::try_from(cx.server.settings.reqs_per_event.max(1)).unwrap_or(isize::MAX)
+}
+
+fn serve_text(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
+    let cfg = text::Config {
+        item_size_max: cx.server.settings.item_size_max,
+        use_cas: cx.server.settings.use_cas,
+        max_get_line: MAX_GET_LINE,
+    };
+    let mut pos = 0;
+    while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
+        let Some((parsed, consumed)) = text::parse(input, &cfg) else {
+            // The rest of the request would have to come in another datagram.
+            tx.incomplete();
+            return;
+        };
+        pos += consumed;
+        let more = pos < payload.len();
+        let req = match parsed {
+            Ok(req) => req,
+            Err(e) => match e.action() {
+                Action::Reply(r) => {
+                    tx.reply(r.unwrap_or_default());
+                    tx.request_done(false, more);
+                    continue;
+                }
+                // memcached closes a TCP connection here; a UDP one drops the rest.
+                Action::Close => return,
+            },
+        };
+        if let Request::Get { keys, .. } = &req {
+            let forces_write = serve_get(&req, keys.clone(), cx, out, tx);
+            tx.request_done(forces_write, more);
+            continue;
+        }
+        // mn makes memcached write out what it has.
+        let is_mn = matches!(req, Request::Meta(Meta::Noop));
+        out.clear();
+        let mut resume = 0;
+        match exec::execute(req, cx, out, &mut resume, usize::MAX) {
+            Flow::Next | Flow::Suspend => tx.reply(out),
+            Flow::Swallow(n) => {
+                // A refused value: memcached sends the error once the data has been
+                // swallowed, which never happens if it is not in this datagram.
+                if n > payload.len() - pos {
+                    return;
+                }
+                tx.reply(out);
+                pos += n;
+            }
+            Flow::Quit => {
+                tx.empty();
+                return;
+            }
+            Flow::Close => return,
+        }
+        tx.request_done(is_mn, pos < payload.len());
+    }
+}
+
+/// A text get over UDP: one message per hit, as memcached's one response object per
+/// key, `END` on the last key's (see the module docs). Returns whether memcached
+/// writes at once after it (it does after `END`, not after an error).
+fn serve_get(
+    req: &Request<'_>,
+    mut keys: text::Keys<'_>,
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    tx: &mut Tx<'_>,
+) -> bool {
+    let count = keys.clone().count();
+    // A key over 250 bytes makes memcached drop every object of this get and send
+    // only the error: run it in one piece, so the executor does the same.
+    if keys.any(|k| k.len() > KEY_MAX_LEN) {
+        out.clear();
+        exec::execute(req.clone(), cx, out, &mut 0, usize::MAX);
+        tx.reply(out);
+        return false;
+    }
+    let mut resume = 0;
+    let mut first = true;
+    loop {
+        out.clear();
+        // With a limit of 0 the executor pauses after every key that produced output.
+        let flow = exec::execute(req.clone(), cx, out, &mut resume, 0);
+        if flow == Flow::Suspend {
+            // `resume` keys are done and only the last one hit: the first key
+            // missed if there were more.
+            if first && resume > 1 {
+                tx.empty();
+            }
+            tx.reply(out);
+            first = false;
+            continue;
+        }
+        // Without a pause no key hit before the last, so with two keys or more the
+        // first missed.
+        if first && count >= 2 {
+            tx.empty();
+        }
+        tx.reply(out);
+        return true;
+    }
+}
+
+/// Whether a binary reply carries an error status (memcached's `write_bin_error`
+/// writes at once).
+fn is_bin_error(reply: &[u8]) -> bool {
+    reply.get(6..8).is_some_and(|st| st != [0, 0])
+}
+
+fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
+    let settings = &cx.server.settings;
+    let cfg = text::Config {
+        item_size_max: settings.item_size_max,
+        use_cas: settings.use_cas,
+        max_get_line: MAX_GET_LINE,
+    };
+    // SASL and UDP exclude each other (settings), so this stays unauthenticated.
+    let mut sasl = SaslState::default();
+    let mut pos = 0;
+    while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
+        let (header, extras, key) = match bin::frame(input) {
+            Frame::NeedMore => {
+                tx.incomplete();
+                return;
+            }
+            // memcached closes: a UDP connection drops the rest.
+            Frame::BadMagic => return,
+            Frame::Packet {
+                header,
+                extras,
+                key,
+            } => (header, extras, key),
+        };
+        let prefix = header.prefix_len();
+        out.clear();
+        let req = match bin::decode(&header, extras, key, settings.sasl, sasl.authenticated) {
+            Ok(r) => r,
+            Err(Reject::Close(st)) => {
+                bin::error(out, &header, st);
+                tx.reply(out);
+                return;
+            }
+            Err(Reject::Swallow(st, n)) => {
+                bin::error(out, &header, st);
+                pos += prefix;
+                if n > payload.len() - pos {
+                    return;
+                }
+                tx.reply(out);
+                pos += n;
+                tx.request_done(false, pos < payload.len());
+                continue;
+            }
+        };
+        let (value_len, refused) = match &req {
+            bin::Request::Store {
+                kind,
+                key,
+                flags,
+                value_len,
+                ..
+            } if !text::item_size_ok(key.len(), *flags, *value_len, &cfg) => {
+                cx.counters.store_too_large.incr();
+                if *kind == bin::StoreKind::Set {
+                    // A failed set must not leave the old value readable.
+                    cx.engine.delete(key, &memcrab_store::DeleteOpts::default());
+                }
+                (*value_len, Some(bin::status::E2BIG))
+            }
+            bin::Request::SaslAuth {
+                mech, value_len, ..
+            } if !text::item_size_ok(mech.len(), 0, *value_len, &cfg) => {
+                (*value_len, Some(bin::status::ENOMEM))
+            }
+            bin::Request::Store { value_len, .. } | bin::Request::SaslAuth { value_len, .. } => {
+                (*value_len, None)
+            }
+            _ => (0, None),
+        };
+        if let Some(st) = refused {
+            bin::error(out, &header, st);
+            pos += prefix;
+            if value_len > payload.len() - pos {
+                return;
+            }
+            tx.reply(out);
+            pos += value_len;
+            tx.request_done(false, pos < payload.len());
+            continue;
+        }
+        let Some(value) = input.get(prefix..prefix + value_len) else {
+            tx.incomplete();
+            return;
+        };
+        let flow = crate::binary::execute(&header, req, value, cx, out, &mut sasl);
+        pos += prefix + value_len;
+        // Quiet commands leave an empty reply object that is not "skip" in
+        // memcached's binary protocol, unlike text noreply.
+        let answer = |tx: &mut Tx<'_>, out: &[u8]| {
+            if out.is_empty() {
+                tx.empty();
+            } else {
+                tx.reply(out);
+            }
+        };
+        let forces_write = matches!(header.opcode, bin::op::NOOP) || is_bin_error(out);
+        match flow {
+            Flow::Next | Flow::Suspend => answer(tx, out),
+            Flow::Swallow(n) => {
+                if n > payload.len() - pos {
+                    return;
+                }
+                answer(tx, out);
+                pos += n;
+                tx.request_done(false, pos < payload.len());
+                continue;
+            }
+            Flow::Quit => {
+                answer(tx, out);
+                return;
+            }
+            Flow::Close => return,
+        }
+        tx.request_done(forces_write, pos < payload.len());
+    }
+}
