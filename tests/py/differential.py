@@ -12,6 +12,9 @@ differs between two correct servers:
   - CAS uniques in `VALUE <key> <flags> <bytes> <cas>` lines become <cas#N>,
     numbered by first appearance (0 stays 0: `-C` must answer 0), so equal
     CAS values must stay equal and different ones different;
+  - the same CAS uniques in meta replies: the `c<cas>` flag of `HD`/`VA`/`NS`/
+    `EX`/`NF` lines (a `VA` line's data block is skipped, never parsed) and
+    `cas=<cas>` in `ME` lines;
   - the text after `VERSION `;
   - STAT blocks: reduced to the stat names the case requires (sorted), with
     values kept only for the names whose values the case compares.
@@ -34,13 +37,17 @@ from dataclasses import dataclass
 
 QUIET_SECS = float(os.environ.get("MEMCRAB_DIFF_QUIET_MS", "200")) / 1000.0
 MAX_STEP_SECS = 10.0  # a server that keeps talking longer than this is cut off
-CHUNK_GAP_SECS = 0.005
+# Long enough for a server on a loaded 2-core machine to read a chunk before the
+# next arrives (cases that split a line depend on it).
+CHUNK_GAP_SECS = 0.05
 
 CLOSED = b"<CLOSED>"
 
 _CAS_REF = re.compile(rb"<cas#(\d+)>")
 _NOW_REF = re.compile(rb"<now([+-]\d+)>")
 _FD_PREFIX = re.compile(rb"^\d+:")
+# Meta reply lines whose flags may carry a CAS unique (`mg`/`ms`/`ma` `c`, `me`).
+_META_CODES = (b"HD ", b"HD\r", b"VA ", b"NS ", b"EX ", b"NF ", b"ME ")
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,20 @@ def mask(reply: bytes, cas: CasNames, names: tuple, values: tuple) -> bytes:
                 out.append(reply[i : i + size])  # the data block, never parsed as lines
                 i += size
                 continue
+        if line[:3] in _META_CODES:
+            ending = b"\r\n" if line.endswith(b"\r\n") else b"\n"
+            parts = line[: -len(ending)].split(b" ")
+            for k, p in enumerate(parts[1:], 1):
+                if p[:1] == b"c" and p[1:].isdigit():
+                    parts[k] = b"c" + cas.name(p[1:])
+                elif p.startswith(b"cas=") and p[4:].isdigit():
+                    parts[k] = b"cas=" + cas.name(p[4:])
+            out.append(b" ".join(parts) + ending)
+            if line.startswith(b"VA ") and parts[1].isdigit():
+                size = int(parts[1]) + 2
+                out.append(reply[i : i + size])  # the data block, never parsed as lines
+                i += size
+            continue
         if line.startswith(b"VERSION "):
             line = b"VERSION <masked>" + (b"\r\n" if line.endswith(b"\r\n") else b"\n")
         out.append(line)

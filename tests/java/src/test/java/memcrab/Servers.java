@@ -1,0 +1,107 @@
+package memcrab;
+
+import java.io.File;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Starts real servers (memcached, the oracle, or memcrab) on free loopback ports.
+ * The caller closes the returned {@link Server}, which kills the process.
+ *
+ * <p>Binaries: MEMCACHED_BIN (default /usr/bin/memcached) and MEMCRAB_BIN (default
+ * ../../target/release/memcrab). MEMCRAB_BIN=/usr/bin/memcached checks the suites
+ * against memcached itself.
+ */
+final class Servers {
+    private Servers() {}
+
+    static final List<String> KINDS = List.of("memcached", "memcrab");
+
+    static String binary(String kind) {
+        String env = System.getenv(kind.equals("memcached") ? "MEMCACHED_BIN" : "MEMCRAB_BIN");
+        if (env != null && !env.isEmpty()) {
+            return env;
+        }
+        return kind.equals("memcached") ? "/usr/bin/memcached" : "../../target/release/memcrab";
+    }
+
+    static final class Server implements AutoCloseable {
+        final Process process;
+        final int port;
+
+        Server(Process process, int port) {
+            this.process = process;
+            this.port = port;
+        }
+
+        InetSocketAddress address() {
+            return new InetSocketAddress("127.0.0.1", port);
+        }
+
+        String hostPort() {
+            return "127.0.0.1:" + port;
+        }
+
+        @Override
+        public void close() {
+            process.destroyForcibly();
+            try {
+                process.waitFor();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    static Server start(String kind, Map<String, String> env, String... extra) throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        List<String> cmd = new ArrayList<>(List.of(binary(kind), "-U", "0", "-l", "127.0.0.1", "-p", "" + port));
+        if ("root".equals(System.getProperty("user.name"))) {
+            cmd.add("-u");
+            cmd.add("root");
+        }
+        cmd.addAll(List.of(extra));
+        Path log = Files.createTempFile("memcrab-java-", ".log");
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
+        pb.environment().putAll(env);
+        Process p = pb.start();
+        Server server = new Server(p, port);
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            if (!p.isAlive()) {
+                throw new IllegalStateException(kind + " exited: " + Files.readString(log));
+            }
+            try (Socket sock = new Socket()) {
+                sock.connect(server.address(), 1000);
+                return server;
+            } catch (IOException e) {
+                if (System.nanoTime() > deadline) {
+                    server.close();
+                    throw new IllegalStateException(kind + " did not accept: " + Files.readString(log));
+                }
+                Thread.sleep(5);
+            }
+        }
+    }
+
+    static Server start(String kind, String... extra) throws Exception {
+        return start(kind, Map.of(), extra);
+    }
+
+    static File tempFile(String content) throws IOException {
+        Path p = Files.createTempFile("memcrab-pwdb-", "");
+        Files.writeString(p, content);
+        p.toFile().deleteOnExit();
+        return p.toFile();
+    }
+}
