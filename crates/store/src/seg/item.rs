@@ -1,13 +1,16 @@
-//! The item layout inside a segment: a 12-byte header, optional fields, key, value.
+//! The item layout inside a segment: an 8-byte header, optional fields, key, value.
 //!
 //! ```text
-//!  0        4          8          12        (+4)       (+4)     (+8)
-//!  ├ word0 ─┼ exptime ─┼─ state ───┼ [vlen32] ┼ [flags] ─┼ [cas] ─┼ key … ┼ value … ┼ pad to 4
-//!  word0 (immutable): key length (8 bits) | HAS_FLAGS | HAS_CAS | LONG | value length (20 bits)
-//!  exptime (atomic): RelTime, 0 = never
-//!  state (atomic):   last access (28 bits) | ACCESSED | FETCHED | STALE | TOKEN_SENT
+//!  0        4          8           (+4)       (+4)       (+4)     (+8)
+//!  ├ word0 ─┼─ state ──┼ [exptime] ─┼ [vlen32] ┼ [flags] ─┼ [cas] ─┼ key … ┼ value … ┼ pad to 4
+//!  word0 (immutable): key length (8 bits) | HAS_FLAGS | HAS_CAS | LONG | HAS_EXP | value length (20 bits)
+//!  state (atomic):    last access (28 bits) | ACCESSED | FETCHED | STALE | TOKEN_SENT
+//!  exptime (atomic):  RelTime, 0 = never; present only when the item was stored with one
 //! ```
 //!
+//! An item stored without an expiry time has no `exptime` field (4 bytes saved on the
+//! most common item); touching such an item to a non-zero time cannot write in place,
+//! so the engine writes a new copy that has the field (`View::set_exptime` says when).
 //! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
 //! and the CAS unique takes 8 only when it cannot be derived from the item's place
 //! (see `Seg::cas_of`): when an item was moved by eviction or given an explicit CAS.
@@ -17,12 +20,13 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Bytes of the fixed header.
-pub const HEADER: usize = 12;
+pub const HEADER: usize = 8;
 
 const KLEN_MASK: u32 = 0xff;
 const HAS_FLAGS: u32 = 1 << 8;
 const HAS_CAS: u32 = 1 << 9;
 const LONG: u32 = 1 << 10;
+const HAS_EXP: u32 = 1 << 11;
 const VLEN_SHIFT: u32 = 12;
 /// Values shorter than this keep their length in word0.
 const SHORT_VLEN_LIMIT: usize = 1 << 20;
@@ -42,8 +46,11 @@ pub const STALE: u32 = 1 << 30;
 pub const TOKEN_SENT: u32 = 1 << 31;
 
 /// The bytes an item with these fields takes in a segment (a multiple of 4).
-pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool) -> usize {
+pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool, has_exp: bool) -> usize {
     let mut n = HEADER + klen + vlen;
+    if has_exp {
+        n += 4;
+    }
     if vlen >= SHORT_VLEN_LIMIT {
         n += 4;
     }
@@ -79,6 +86,7 @@ impl New<'_> {
             self.value_len(),
             self.flags,
             self.cas.is_some(),
+            self.exptime != 0,
         )
     }
 
@@ -102,13 +110,20 @@ impl New<'_> {
         if self.cas.is_some() {
             w0 |= HAS_CAS;
         }
+        if self.exptime != 0 {
+            w0 |= HAS_EXP;
+        }
         // SAFETY: the caller gives us `size()` writable, aligned, unshared bytes; every
         // write below stays inside them (the offsets add up to `size()`).
         unsafe {
             (dst as *mut u32).write(w0);
-            (dst.add(4) as *mut u32).write(self.exptime);
-            (dst.add(8) as *mut u32).write(self.state);
+            (dst.add(4) as *mut u32).write(self.state);
             let mut p = dst.add(HEADER);
+            if w0 & HAS_EXP != 0 {
+                // 4-aligned: items are, and the header is 8 bytes.
+                (p as *mut u32).write(self.exptime);
+                p = p.add(4);
+            }
             if w0 & LONG != 0 {
                 (p as *mut u32).write_unaligned(vlen as u32);
                 p = p.add(4);
@@ -139,7 +154,8 @@ pub struct View<'a> {
     pub flags: u32,
     /// The stored CAS, when the item carries one.
     pub explicit_cas: Option<u64>,
-    pub exptime: &'a AtomicU32,
+    /// The expiry time, when the item has the field (stored with a non-zero one).
+    exptime: Option<&'a AtomicU32>,
     pub state: &'a AtomicU32,
     /// Bytes the item takes in its segment.
     pub size: usize,
@@ -158,9 +174,15 @@ impl<'a> View<'a> {
         // `state` are 4-aligned and only ever accessed atomically after publication.
         unsafe {
             let w0 = (src as *const u32).read();
-            let exptime = &*(src.add(4) as *const AtomicU32);
-            let state = &*(src.add(8) as *const AtomicU32);
+            let state = &*(src.add(4) as *const AtomicU32);
             let mut p = src.add(HEADER);
+            let exptime = if w0 & HAS_EXP != 0 {
+                let e = &*(p as *const AtomicU32);
+                p = p.add(4);
+                Some(e)
+            } else {
+                None
+            };
             let vlen = if w0 & LONG != 0 {
                 let v = (p as *const u32).read_unaligned() as usize;
                 p = p.add(4);
@@ -192,13 +214,25 @@ impl<'a> View<'a> {
                 explicit_cas,
                 exptime,
                 state,
-                size: size(klen, vlen, flags, explicit_cas.is_some()),
+                size: size(klen, vlen, flags, explicit_cas.is_some(), exptime.is_some()),
             }
         }
     }
 
     pub fn exptime(&self) -> u32 {
-        self.exptime.load(Ordering::Relaxed)
+        self.exptime.map_or(0, |e| e.load(Ordering::Relaxed))
+    }
+
+    /// Sets the expiry time in place; false when the item has no `exptime` field and
+    /// `t` is not 0, so the caller must write a copy of the item that has one.
+    pub fn set_exptime(&self, t: u32) -> bool {
+        match self.exptime {
+            Some(e) => {
+                e.store(t, Ordering::Relaxed);
+                true
+            }
+            None => t == 0,
+        }
     }
 
     pub fn state(&self) -> u32 {
@@ -218,12 +252,12 @@ impl<'a> View<'a> {
 mod tests {
     use super::*;
 
-    fn roundtrip(key: &[u8], a: &[u8], b: &[u8], flags: u32, cas: Option<u64>) {
+    fn roundtrip(key: &[u8], a: &[u8], b: &[u8], flags: u32, cas: Option<u64>, exptime: u32) {
         let n = New {
             key,
             value: [a, b],
             flags,
-            exptime: 77,
+            exptime,
             state: 5 | FETCHED,
             cas,
         };
@@ -240,7 +274,7 @@ mod tests {
         assert_eq!(v.value, &joined[..]);
         assert_eq!(v.flags, flags);
         assert_eq!(v.explicit_cas, cas);
-        assert_eq!(v.exptime(), 77);
+        assert_eq!(v.exptime(), exptime);
         assert_eq!(v.state(), 5 | FETCHED);
         assert_eq!(v.size, n.size());
         assert_eq!(v.size % 4, 0);
@@ -248,16 +282,58 @@ mod tests {
 
     #[test]
     fn layouts() {
-        roundtrip(b"key:0000001", &[7u8; 32], b"", 0, None);
-        roundtrip(b"k", b"ab", b"cd", 0xdead_beef, Some(u64::MAX));
-        roundtrip(&[b'x'; 250], b"", b"", 1, None);
-        roundtrip(b"big", &vec![1u8; SHORT_VLEN_LIMIT], b"tail", 3, Some(9));
+        for exptime in [0, 77] {
+            roundtrip(b"key:0000001", &[7u8; 32], b"", 0, None, exptime);
+            roundtrip(b"k", b"ab", b"cd", 0xdead_beef, Some(u64::MAX), exptime);
+            roundtrip(&[b'x'; 250], b"", b"", 1, None, exptime);
+            roundtrip(
+                b"big",
+                &vec![1u8; SHORT_VLEN_LIMIT],
+                b"tail",
+                3,
+                Some(9),
+                exptime,
+            );
+        }
+    }
+
+    #[test]
+    fn set_exptime_needs_the_field() {
+        let mut buf = [0u32; 16];
+        let p = buf.as_mut_ptr() as *mut u8;
+        let n = New {
+            key: b"k",
+            value: [b"v", b""],
+            flags: 0,
+            exptime: 0,
+            state: 0,
+            cas: None,
+        };
+        // SAFETY: `buf` is 4-aligned, larger than the item and ours alone.
+        let v = unsafe {
+            n.write(p);
+            View::read(p)
+        };
+        assert!(v.set_exptime(0));
+        assert!(!v.set_exptime(5));
+        assert_eq!(v.exptime(), 0);
+        let n = New { exptime: 9, ..n };
+        // SAFETY: as above; the first view is not used again.
+        let v = unsafe {
+            n.write(p);
+            View::read(p)
+        };
+        assert!(v.set_exptime(5));
+        assert_eq!(v.exptime(), 5);
+        assert!(v.set_exptime(0));
+        assert_eq!(v.exptime(), 0);
     }
 
     #[test]
     fn sizes() {
-        // The bytes-per-item target's small case: 12 + 11 + 32 = 55 → 56.
-        assert_eq!(size(11, 32, 0, false), 56);
-        assert_eq!(size(11, 32, 1, true), 68);
+        // The bytes-per-item target's small case: 8 + 11 + 32 = 51 → 52.
+        assert_eq!(size(11, 32, 0, false, false), 52);
+        assert_eq!(size(11, 32, 0, false, true), 56);
+        assert_eq!(size(11, 32, 1, true, true), 68);
     }
 }

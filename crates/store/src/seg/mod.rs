@@ -103,6 +103,50 @@ struct Active {
     cap: u32,
 }
 
+/// The sealed segments, in S3-FIFO's two queues (see `Seg::evict_one`), each oldest
+/// first. Two queues, not one list with a flag per segment, so that choosing the
+/// next victim takes no walk over all sealed segments (65K of them at `-m 64g`).
+#[derive(Default)]
+struct Fifo {
+    /// Segments written by stores (and large items' own segments).
+    small: VecDeque<u32>,
+    /// Reinsertion segments: items that were hit, moved forward by eviction.
+    main: VecDeque<u32>,
+}
+
+impl Fifo {
+    fn push(&mut self, id: u32, main: bool) {
+        if main {
+            self.main.push_back(id);
+        } else {
+            self.small.push_back(id);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.small.len() + self.main.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &u32> {
+        self.small.iter().chain(self.main.iter())
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&u32) -> bool) {
+        self.small.retain(&mut keep);
+        self.main.retain(keep);
+    }
+
+    /// Removes and returns the first segment (small queue first, each oldest first)
+    /// for which `pick` holds.
+    fn take_first(&mut self, mut pick: impl FnMut(u32) -> bool) -> Option<u32> {
+        if let Some(i) = self.small.iter().position(|&id| pick(id)) {
+            return self.small.remove(i);
+        }
+        let i = self.main.iter().position(|&id| pick(id))?;
+        self.main.remove(i)
+    }
+}
+
 /// The arena's state, under `Seg::arena`.
 #[derive(Default)]
 struct Arena {
@@ -110,8 +154,8 @@ struct Arena {
     free: Vec<u32>,
     /// Retired segments waiting for readers: (epoch, id).
     limbo: VecDeque<(u64, u32)>,
-    /// Sealed segments, oldest first: the eviction order.
-    fifo: VecDeque<u32>,
+    /// Sealed segments, oldest first in each of S3-FIFO's two queues.
+    fifo: Fifo,
     /// Descriptor ids without memory, for large items.
     spare_ids: Vec<u32>,
     /// Next never-used descriptor id (ids start at 1).
@@ -548,7 +592,7 @@ impl Seg {
             Ordering::Relaxed,
         );
         d.end.store(cap, Ordering::Relaxed);
-        self.arena.lock().fifo.push_back(id);
+        self.arena.lock().fifo.push(id, false);
         Some(Loc { seg: id, off: 0 })
     }
 
@@ -564,14 +608,10 @@ impl Seg {
         d.main.store(false, Ordering::Relaxed);
     }
 
-    /// Whether a sealed segment belongs to the main queue (see `evict_one`).
-    fn is_main(&self, id: u32) -> bool {
-        self.desc(id).main.load(Ordering::Relaxed)
-    }
-
     fn seal(&self, arena: &mut Arena, a: Active) {
-        self.desc(a.seg).end.store(a.off, Ordering::Relaxed);
-        arena.fifo.push_back(a.seg);
+        let d = self.desc(a.seg);
+        d.end.store(a.off, Ordering::Relaxed);
+        arena.fifo.push(a.seg, d.main.load(Ordering::Relaxed));
     }
 
     fn new_id(&self, arena: &mut Arena) -> Option<u32> {
@@ -734,15 +774,14 @@ impl Seg {
             // evicted (its items that were hit move to main, the rest, mostly
             // one-hit wonders, leave early); otherwise the oldest main segment is
             // (its items hit since they moved are reinserted: CLOCK).
-            let total = arena.fifo.len();
-            let small = arena.fifo.iter().filter(|&&id| !self.is_main(id)).count();
-            let from_main = small * 100 <= total * SMALL_PERCENT && small < total;
-            let i = arena
-                .fifo
-                .iter()
-                .position(|&id| self.is_main(id) == from_main)
-                .unwrap_or(0);
-            arena.fifo.remove(i)
+            let fifo = &mut arena.fifo;
+            let small = fifo.small.len();
+            let from_main = small * 100 <= fifo.len() * SMALL_PERCENT && !fifo.main.is_empty();
+            if from_main {
+                fifo.main.pop_front()
+            } else {
+                fifo.small.pop_front()
+            }
         } else {
             let room = arena
                 .reinsert
@@ -753,13 +792,12 @@ impl Seg {
                 } else {
                     0
                 };
-            let i = arena.fifo.iter().position(|&id| {
+            arena.fifo.take_first(|id| {
                 let d = self.desc(id);
                 let live = d.live.load(Ordering::Relaxed);
                 // Compacting must free something: some dead bytes, and room for the rest.
                 live <= room && live < u64::from(d.end.load(Ordering::Relaxed)).max(1)
-            });
-            i.and_then(|i| arena.fifo.remove(i))
+            })
         };
         let Some(id) = pick else {
             return false;
@@ -887,18 +925,38 @@ impl Seg {
     }
 
     /// After a visit: the token claim, the touch and the bump, in that order.
-    fn after_visit(&self, d: &Desc, v: &View<'_>, pre: u32, claim: bool, opts: &GetOpts) {
+    /// Returns the expiry time still to apply when the touch could not be done in
+    /// place (the item has no exptime field): the caller, unpinned and holding no
+    /// lock, then calls [`Seg::touch_copy`].
+    #[must_use]
+    fn after_visit(
+        &self,
+        d: &Desc,
+        v: &View<'_>,
+        pre: u32,
+        claim: bool,
+        opts: &GetOpts,
+    ) -> Option<RelTime> {
         if claim {
             v.set_bits(TOKEN_SENT);
         }
+        let mut pending_touch = None;
         if let Some(t) = opts.touch {
-            v.exptime.store(t, Ordering::Relaxed);
-            d.max_exptime
-                .fetch_max(if t == 0 { NEVER } else { t }, Ordering::Relaxed);
+            if v.set_exptime(t) {
+                d.max_exptime
+                    .fetch_max(if t == 0 { NEVER } else { t }, Ordering::Relaxed);
+            } else {
+                pending_touch = Some(t);
+            }
         }
-        if opts.no_bump {
-            return;
+        if !opts.no_bump {
+            self.bump(v, pre);
         }
+        pending_touch
+    }
+
+    /// Records a fetch in the item's state: FETCHED and ACCESSED, and the access time.
+    fn bump(&self, v: &View<'_>, pre: u32) {
         if pre & FETCHED == 0 {
             v.set_bits(FETCHED | ACCESSED);
             return;
@@ -936,7 +994,10 @@ impl Seg {
                     let (d, v) = unsafe { self.view(loc) };
                     let pre = v.state();
                     let claim = visit(self.item(loc, d, &v, pre, false));
-                    self.after_visit(d, &v, pre, claim, opts);
+                    if let Some(t) = self.after_visit(d, &v, pre, claim, opts) {
+                        drop(l);
+                        self.touch_copy(h, key, loc, t);
+                    }
                     return Fetch::Hit;
                 }
                 Err(why) => why,
@@ -971,6 +1032,34 @@ impl Seg {
                     return why;
                 }
             }
+        }
+    }
+
+    /// Applies a touch to the item at `loc`, which has no exptime field, by linking a
+    /// copy that has one: the same value, flags, state and CAS unique (a touch keeps
+    /// the unique, as in memcached). If the item has changed since it was visited,
+    /// the touch is ordered before that change, which replaced the item with its own
+    /// expiry time, and nothing is left to do. Not while pinned or holding a lock.
+    fn touch_copy(&self, h: u64, key: &[u8], loc: Loc, t: RelTime) {
+        let Ok(old) = self.snapshot(h, key, true) else {
+            return;
+        };
+        if old.loc != loc {
+            return;
+        }
+        let new = item::New {
+            key,
+            value: [&old.value, &[]],
+            flags: old.flags,
+            exptime: t,
+            state: old.state,
+            cas: Some(old.cas).filter(|_| self.use_cas),
+        };
+        // Out of memory under -M: the item keeps its old (unlimited) lifetime; the
+        // touch still reports success, as it found the item.
+        if let Some(new_loc) = self.write_or_oom(&new) {
+            // A failed link means a writer replaced the item meanwhile: see above.
+            let _ = self.link_if_current(h, key, Some(loc), new_loc, false);
         }
     }
 
@@ -1244,7 +1333,10 @@ impl Engine for Seg {
         }
         let pre = v.state();
         let claim = visit(self.item(loc, d, &v, pre, false));
-        self.after_visit(d, &v, pre, claim, opts);
+        if let Some(t) = self.after_visit(d, &v, pre, claim, opts) {
+            drop(g);
+            self.touch_copy(h, key, loc, t);
+        }
         Fetch::Hit
     }
 
@@ -1429,10 +1521,11 @@ impl Engine for Seg {
         let now = self.clock.now();
         let (oldest, segments) = {
             let arena = self.arena.lock();
-            let oldest = arena
-                .fifo
-                .front()
+            let oldest = [arena.fifo.small.front(), arena.fifo.main.front()]
+                .into_iter()
+                .flatten()
                 .map(|&id| now.saturating_sub(self.desc(id).opened.load(Ordering::Relaxed)))
+                .max()
                 .unwrap_or(0);
             let normal = |id: &u32| self.desc(*id).cap.load(Ordering::Relaxed) == self.seg_size;
             let normal_count = (arena.used - arena.large_used) / u64::from(self.seg_size);

@@ -143,6 +143,69 @@ fn expired_segments_are_reclaimed_whole() {
     assert!(get(&e, b"keep").is_some());
 }
 
+/// Exptime, CAS and access state of a live item, without bumping it.
+fn meta(e: &Seg, key: &[u8]) -> Option<(RelTime, u64, bool)> {
+    let mut out = None;
+    let opts = GetOpts {
+        no_bump: true,
+        ..GetOpts::default()
+    };
+    e.get(key, &opts, &mut |it| {
+        out = Some((it.exptime, it.cas, it.fetched));
+        false
+    });
+    out
+}
+
+#[test]
+fn touching_an_item_stored_without_exptime_copies_it() {
+    // Items stored with exptime 0 have no exptime field; a touch to a non-zero time
+    // links a copy that has one, keeping value, flags, CAS and state.
+    let (e, clock) = engine(8 << 20, true);
+    let StoreResult::Stored(cas) = e.store(Mode::Set, b"k", 7, 0, b"value", &StoreOpts::default())
+    else {
+        panic!("set")
+    };
+    assert!(get(&e, b"k").is_some()); // fetched: the copy must keep that
+    let bytes_before = e.stats().bytes;
+    assert!(e.touch(b"k", 150));
+    assert_eq!(meta(&e, b"k"), Some((150, cas, true)));
+    assert_eq!(get(&e, b"k"), Some((b"value".to_vec(), 7, cas)));
+    let st = e.stats();
+    assert_eq!(st.curr_items, 1);
+    assert_eq!(st.total_items, 1, "a touch is not a store");
+    // The copy carries the exptime field and an explicit CAS: 4 + 8 bytes more.
+    assert_eq!(st.bytes, bytes_before + 12);
+    // Now it has the field: later touches write in place, to 0 and back.
+    assert!(e.touch(b"k", 0));
+    assert_eq!(meta(&e, b"k"), Some((0, cas, true)));
+    assert!(e.touch(b"k", 160));
+    assert_eq!(e.stats().bytes, bytes_before + 12);
+    // gat through the visitor: it sees the exptime before the touch.
+    e.store(Mode::Set, b"g", 0, 0, b"v", &StoreOpts::default());
+    let mut seen = None;
+    let opts = GetOpts {
+        touch: Some(140),
+        ..GetOpts::default()
+    };
+    assert!(e
+        .get(b"g", &opts, &mut |it| {
+            seen = Some(it.exptime);
+            false
+        })
+        .is_hit());
+    assert_eq!(seen, Some(0));
+    assert_eq!(meta(&e, b"g").map(|m| m.0), Some(140));
+    // And the touched lifetimes hold.
+    clock.set(141);
+    assert!(get(&e, b"g").is_none());
+    assert!(get(&e, b"k").is_some());
+    clock.set(161);
+    assert!(get(&e, b"k").is_none());
+    // Touching a missing key stays a miss.
+    assert!(!e.touch(b"nope", 5));
+}
+
 #[test]
 fn flush_all_immediate_and_sweep() {
     let (e, _) = engine(8 << 20, true);
@@ -282,7 +345,14 @@ fn concurrent_readers_and_writers_see_whole_values() {
                         v.extend(std::iter::repeat_n(fill, (i % 700) as usize));
                         e.store(Mode::Set, k.as_bytes(), 0, 0, &v, &StoreOpts::default());
                     } else {
-                        e.get(k.as_bytes(), &GetOpts::default(), &mut |it| {
+                        // Every 7th read is a gat far in the future: the first one on an
+                        // item stored without exptime links a copy (touch_copy) racing
+                        // the other threads' sets.
+                        let opts = GetOpts {
+                            touch: (i % 7 == 1).then_some(1_000_000),
+                            ..GetOpts::default()
+                        };
+                        e.get(k.as_bytes(), &opts, &mut |it| {
                             let v = it.value;
                             assert!(v.starts_with(k.as_bytes()), "another key's value");
                             let body = &v[k.len() + 1..];
