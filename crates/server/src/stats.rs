@@ -358,6 +358,7 @@ fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
             stat(out, "1:segment_size", sg.segment_bytes);
             stat(out, "1:free_pages", sg.free_segments);
             stat(out, "1:reinserted", sg.reinserted);
+            stat(out, "1:compacted", sg.compacted);
         }
         if let Some(avg) = large_bytes.checked_div(sg.large_segments) {
             stat(out, "2:chunk_size", avg);

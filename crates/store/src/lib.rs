@@ -358,8 +358,11 @@ pub struct SegmentStats {
     pub large_segments: u64,
     /// Bytes of segment memory held, normal and large (≤ the limit).
     pub memory_bytes: u64,
-    /// Items moved forward by eviction because they had been read (CLOCK).
+    /// Items moved forward: by eviction because they had been read (CLOCK), and
+    /// the live items of compacted segments.
     pub reinserted: u64,
+    /// Mostly dead segments compacted and reused instead of growing the arena.
+    pub compacted: u64,
 }
 
 /// The cache engine contract. All methods are safe to call from any thread at once.

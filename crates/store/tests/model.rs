@@ -429,7 +429,16 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                             m.map.insert(key, it);
                         }
                         None => {
-                            prop_assert_eq!(got, why, "step {}", step);
+                            // A dead item may already be gone (a plain miss): the seg
+                            // engine reclaims dead items when it compacts a mostly dead
+                            // segment, as memcached's LRU crawler does in the background.
+                            prop_assert!(
+                                got == why || got == Fetch::Miss,
+                                "step {}: got {:?}, model {:?}",
+                                step,
+                                got,
+                                why
+                            );
                             prop_assert!(seen.is_none());
                         }
                     },

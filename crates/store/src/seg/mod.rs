@@ -183,8 +183,11 @@ struct Counters {
     evicted_time: AtomicU32,
     outofmemory: AtomicU64,
     crawler_reclaimed: AtomicU64,
-    /// Hot items moved forward by eviction instead of being dropped.
+    /// Hot items moved forward by eviction instead of being dropped (and live items
+    /// moved by compaction).
     reinserted: AtomicU64,
+    /// Mostly dead segments compacted and reused instead of growing the arena.
+    compacted: AtomicU64,
 }
 
 /// Why an item is not live.
@@ -699,22 +702,20 @@ impl Seg {
     fn take_segment(&self, arena: &mut Arena) -> Option<u32> {
         loop {
             self.reclaim_limbo(arena);
+            let limit = self.limit.load(Ordering::Relaxed);
+            let can_grow = arena.used + u64::from(self.seg_size) <= limit;
+            if can_grow {
+                // Keep two segments on their way to the free list (see
+                // compact_mostly_dead): what this compacts is free for a later call,
+                // once readers have left it, so nobody waits for readers.
+                while arena.free.len() + arena.limbo.len() < 2 && self.compact_mostly_dead(arena) {}
+            }
             if let Some(id) = arena.free.pop() {
                 self.open(id);
                 return Some(id);
             }
-            let limit = self.limit.load(Ordering::Relaxed);
-            if arena.used + u64::from(self.seg_size) <= limit {
-                let id = self.new_id(arena)?;
-                let p = alloc_segment(self.seg_size);
-                if p.is_null() {
-                    arena.spare_ids.push(id);
-                    return None;
-                }
-                let d = self.desc(id);
-                d.cap.store(self.seg_size, Ordering::Relaxed);
-                d.ptr.store(p, Ordering::Release);
-                arena.used += u64::from(self.seg_size);
+            if can_grow {
+                let id = self.alloc_normal(arena)?;
                 self.open(id);
                 if !self.evict && arena.reinsert.is_none() {
                     // Under -M, compaction needs somewhere to move live items: the
@@ -736,6 +737,74 @@ impl Seg {
                 return None;
             }
         }
+    }
+
+    /// A new normal segment with fresh memory (the caller checked the limit).
+    fn alloc_normal(&self, arena: &mut Arena) -> Option<u32> {
+        let id = self.new_id(arena)?;
+        let p = alloc_segment(self.seg_size);
+        if p.is_null() {
+            arena.spare_ids.push(id);
+            return None;
+        }
+        let d = self.desc(id);
+        d.cap.store(self.seg_size, Ordering::Relaxed);
+        d.ptr.store(p, Ordering::Release);
+        arena.used += u64::from(self.seg_size);
+        Some(id)
+    }
+
+    /// While the arena may still grow: if the oldest segment of either queue is mostly
+    /// dead (at most a quarter of it still linked, the rest overwritten or deleted),
+    /// moves its live items to the reinsertion segment, keeping their state, and
+    /// retires it, so that a later `take_segment` reuses it instead of growing. Nothing
+    /// is evicted, and nobody waits for readers. Returns whether it retired one. Without this, an overwrite-heavy load writes fresh memory
+    /// until the whole of `-m` has been touched once, and the first touch of each page
+    /// (a page fault, and the kernel zeroing it) cost W4, 1 KB sets over 100k keys at
+    /// `-m 1024`, about 0.1x the do-nothing floor's CPU per request (2026-11-23).
+    fn compact_mostly_dead(&self, arena: &mut Arena) -> bool {
+        let quarter = u64::from(self.seg_size) / 4;
+        let flush_gen = self.flush_gen.load(Ordering::Acquire);
+        // The emptier of the two queues' oldest segments, if it is mostly dead.
+        let live = |q: &VecDeque<u32>| {
+            q.front().map(|&id| {
+                let d = self.desc(id);
+                // A segment emptied by flush_all is left to `maintain`, which frees it
+                // whole within a second; until then its items answer as flushed, as
+                // in memcached.
+                if d.gen.load(Ordering::Relaxed) < flush_gen {
+                    u64::MAX
+                } else {
+                    d.live.load(Ordering::Relaxed)
+                }
+            })
+        };
+        let from_small = match (live(&arena.fifo.small), live(&arena.fifo.main)) {
+            (Some(s), m) if s <= quarter && m.is_none_or(|m| s <= m) => true,
+            (_, Some(m)) if m <= quarter => false,
+            _ => return false,
+        };
+        // Room for the moved items (each may grow by its CAS and exptime fields, so
+        // ask for twice their bytes): the reinsertion segment's rest, or a whole spare.
+        let room = arena.reinsert.map_or(0, |a| u64::from(a.cap - a.off));
+        if room < 2 * quarter && arena.spare.is_none() && arena.free.is_empty() {
+            match self.alloc_normal(arena) {
+                Some(id) => arena.spare = Some(id),
+                None => return false,
+            }
+        }
+        let queue = if from_small {
+            &mut arena.fifo.small
+        } else {
+            &mut arena.fifo.main
+        };
+        let Some(id) = queue.pop_front() else {
+            return false;
+        };
+        self.empty_segment(arena, id, u64::MAX, true);
+        self.retire(arena, id);
+        self.counters.compacted.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     fn take_large(&self, arena: &mut Arena, cap: u32) -> Option<u32> {
@@ -843,7 +912,9 @@ impl Seg {
             let life = self.life(d, &v, now);
             let hot = keep_all || v.state() & ACCESSED != 0;
             if life == Life::Live && hot && budget >= v.size as u64 {
-                if let Some(new_loc) = self.reinsert(arena, d, loc, &v) {
+                // Eviction's second chance clears ACCESSED; moving everything live
+                // (compaction, -M, expiry) keeps it.
+                if let Some(new_loc) = self.reinsert(arena, d, loc, &v, !keep_all) {
                     budget -= v.size as u64;
                     self.link(&mut l, h, Some((pos, loc)), new_loc);
                     self.counters.reinserted.fetch_add(1, Ordering::Relaxed);
@@ -855,14 +926,23 @@ impl Seg {
     }
 
     /// Copies an item into the reinsertion segment, keeping its CAS, flags, exptime
-    /// and bits but clearing ACCESSED. None when there is no room and no free segment.
-    fn reinsert(&self, arena: &mut Arena, d: &Desc, loc: Loc, v: &View<'_>) -> Option<Loc> {
+    /// and bits, but clearing ACCESSED if `clear_accessed`. None when there is no room
+    /// and no free segment.
+    fn reinsert(
+        &self,
+        arena: &mut Arena,
+        d: &Desc,
+        loc: Loc,
+        v: &View<'_>,
+        clear_accessed: bool,
+    ) -> Option<Loc> {
+        let bits = if clear_accessed { ACCESSED } else { 0 };
         let new = item::New {
             key: v.key,
             value: [v.value, &[]],
             flags: v.flags,
             exptime: v.exptime(),
-            state: v.state() & !ACCESSED,
+            state: v.state() & !bits,
             cas: Some(self.cas_of(loc, d, v)).filter(|_| self.use_cas),
         };
         let size = new.size() as u32;
@@ -1541,6 +1621,7 @@ impl Engine for Seg {
                     large_segments: arena.large_count,
                     memory_bytes: arena.used,
                     reinserted: self.counters.reinserted.load(Ordering::Relaxed),
+                    compacted: self.counters.compacted.load(Ordering::Relaxed),
                 },
             )
         };
@@ -1578,6 +1659,7 @@ impl Engine for Seg {
             &k.outofmemory,
             &k.crawler_reclaimed,
             &k.reinserted,
+            &k.compacted,
         ] {
             a.store(0, Ordering::Relaxed);
         }
