@@ -8,6 +8,7 @@
 //! calls [`execute`] once the whole packet is buffered.
 
 use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
+use memcrab_proto::text;
 use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode, StoreOpts, StoreResult,
     Vivify,
@@ -32,6 +33,40 @@ pub struct SaslState {
 }
 
 /// Executes one validated request whose value (if any) is `value`.
+/// The value bytes that follow a binary request's key, and the error status when its
+/// item cannot fit `-I`. Values are checked before they are waited for, as
+/// memcached's item_alloc is called once the key has arrived; a refused set also
+/// removes the old value, and counts as too large.
+#[inline]
+pub fn value_len(req: &Request<'_>, cfg: &text::Config, cx: &Ctx<'_>) -> (usize, Option<u16>) {
+    match *req {
+        Request::Store {
+            kind,
+            key,
+            flags,
+            value_len,
+            ..
+        } => {
+            if text::item_size_ok(key.len(), flags, value_len, cfg) {
+                return (value_len, None);
+            }
+            cx.counters.store_too_large.incr();
+            if kind == StoreKind::Set {
+                // A failed set must not leave the old value readable.
+                cx.engine.delete(key, &DeleteOpts::default());
+            }
+            (value_len, Some(status::E2BIG))
+        }
+        Request::SaslAuth {
+            mech, value_len, ..
+        } => {
+            let refused = !text::item_size_ok(mech.len(), 0, value_len, cfg);
+            (value_len, refused.then_some(status::ENOMEM))
+        }
+        _ => (0, None),
+    }
+}
+
 pub fn execute(
     h: &Header,
     req: Request<'_>,
@@ -196,22 +231,14 @@ pub fn execute(
             match cx.engine.delta(key, incr, delta, &opts) {
                 Delta::Value(v) => {
                     if !v.created {
-                        if incr {
-                            c.incr_hits.incr();
-                        } else {
-                            c.decr_hits.incr();
-                        }
+                        c.count_delta(incr, true);
                     }
                     if !quiet {
                         bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
                     }
                 }
                 Delta::NotFound => {
-                    if incr {
-                        c.incr_misses.incr();
-                    } else {
-                        c.decr_misses.incr();
-                    }
+                    c.count_delta(incr, false);
                     bin::error(out, h, status::KEY_ENOENT);
                 }
                 Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),

@@ -66,7 +66,7 @@ use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
 use socket2::{Domain, Socket, Type};
 
 use crate::binary::SaslState;
-use crate::conn::MAX_GET_LINE;
+use crate::conn::parse_config;
 use crate::exec::{self, Ctx, Flow};
 use crate::server::{ConnInfo, Server};
 
@@ -362,11 +362,7 @@ fn reqs_per_event(cx: &Ctx<'_>) -> isize {
 }
 
 fn serve_text(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
-    let cfg = text::Config {
-        item_size_max: cx.server.settings.item_size_max,
-        use_cas: cx.server.settings.use_cas,
-        max_get_line: MAX_GET_LINE,
-    };
+    let cfg = parse_config(&cx.server.settings);
     let mut pos = 0;
     while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
         let Some((parsed, consumed)) = text::parse(input, &cfg) else {
@@ -471,11 +467,7 @@ fn is_bin_error(reply: &[u8]) -> bool {
 
 fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
     let settings = &cx.server.settings;
-    let cfg = text::Config {
-        item_size_max: settings.item_size_max,
-        use_cas: settings.use_cas,
-        max_get_line: MAX_GET_LINE,
-    };
+    let cfg = parse_config(settings);
     // SASL and UDP exclude each other (settings), so this stays unauthenticated.
     let mut sasl = SaslState::default();
     let mut pos = 0;
@@ -514,31 +506,7 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
                 continue;
             }
         };
-        let (value_len, refused) = match &req {
-            bin::Request::Store {
-                kind,
-                key,
-                flags,
-                value_len,
-                ..
-            } if !text::item_size_ok(key.len(), *flags, *value_len, &cfg) => {
-                cx.counters.store_too_large.incr();
-                if *kind == bin::StoreKind::Set {
-                    // A failed set must not leave the old value readable.
-                    cx.engine.delete(key, &memcrab_store::DeleteOpts::default());
-                }
-                (*value_len, Some(bin::status::E2BIG))
-            }
-            bin::Request::SaslAuth {
-                mech, value_len, ..
-            } if !text::item_size_ok(mech.len(), 0, *value_len, &cfg) => {
-                (*value_len, Some(bin::status::ENOMEM))
-            }
-            bin::Request::Store { value_len, .. } | bin::Request::SaslAuth { value_len, .. } => {
-                (*value_len, None)
-            }
-            _ => (0, None),
-        };
+        let (value_len, refused) = crate::binary::value_len(&req, &cfg, cx);
         if let Some(st) = refused {
             bin::error(out, &header, st);
             pos += prefix;
