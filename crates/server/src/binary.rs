@@ -32,14 +32,18 @@ pub struct SaslState {
     pub completed: bool,
 }
 
-/// Executes one validated request whose value (if any) is `value`.
-/// The value bytes that follow a binary request's key, and the error status when its
-/// item cannot fit `-I`. Values are checked before they are waited for, as
-/// memcached's item_alloc is called once the key has arrived; a refused set also
-/// removes the old value, and counts as too large.
+/// A decoded request with the number of value bytes that follow its key, or, when
+/// its item cannot fit `-I`, `Reject::Swallow` of the error status and the value's
+/// length. Values are checked before they are waited for, as memcached's item_alloc
+/// is called once the key has arrived; a refused set also removes the old value,
+/// and counts as too large.
 #[inline]
-pub fn value_len(req: &Request<'_>, cfg: &text::Config, cx: &Ctx<'_>) -> (usize, Option<u16>) {
-    match *req {
+pub fn with_value_len<'a>(
+    req: Request<'a>,
+    cfg: &text::Config,
+    cx: &Ctx<'_>,
+) -> Result<(Request<'a>, usize), bin::Reject> {
+    match req {
         Request::Store {
             kind,
             key,
@@ -48,25 +52,28 @@ pub fn value_len(req: &Request<'_>, cfg: &text::Config, cx: &Ctx<'_>) -> (usize,
             ..
         } => {
             if text::item_size_ok(key.len(), flags, value_len, cfg) {
-                return (value_len, None);
+                return Ok((req, value_len));
             }
             cx.counters.store_too_large.incr();
             if kind == StoreKind::Set {
                 // A failed set must not leave the old value readable.
                 cx.engine.delete(key, &DeleteOpts::default());
             }
-            (value_len, Some(status::E2BIG))
+            Err(bin::Reject::Swallow(status::E2BIG, value_len))
         }
         Request::SaslAuth {
             mech, value_len, ..
         } => {
-            let refused = !text::item_size_ok(mech.len(), 0, value_len, cfg);
-            (value_len, refused.then_some(status::ENOMEM))
+            if text::item_size_ok(mech.len(), 0, value_len, cfg) {
+                return Ok((req, value_len));
+            }
+            Err(bin::Reject::Swallow(status::ENOMEM, value_len))
         }
-        _ => (0, None),
+        _ => Ok((req, 0)),
     }
 }
 
+/// Executes one validated request whose value (if any) is `value`.
 pub fn execute(
     h: &Header,
     req: Request<'_>,

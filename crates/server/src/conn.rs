@@ -453,32 +453,25 @@ impl Conn {
                 } => (header, extras, key),
             };
             let prefix = header.prefix_len();
-            let req =
-                match bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated) {
-                    Ok(r) => r,
-                    Err(Reject::Close(st)) => {
-                        *budget -= 1;
-                        bin::error(&mut self.wbuf, &header, st);
-                        self.quit = true;
-                        self.rpos = self.rend;
-                        return Ok(());
-                    }
-                    Err(Reject::Swallow(st, n)) => {
-                        *budget -= 1;
-                        bin::error(&mut self.wbuf, &header, st);
-                        self.rpos += prefix;
-                        self.swallow = n;
-                        continue;
-                    }
-                };
-            let (value_len, refused) = crate::binary::value_len(&req, &cfg, cx);
-            if let Some(st) = refused {
-                *budget -= 1;
-                bin::error(&mut self.wbuf, &header, st);
-                self.rpos += prefix;
-                self.swallow = value_len;
-                continue;
-            }
+            let decoded = bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated)
+                .and_then(|req| crate::binary::with_value_len(req, &cfg, cx));
+            let (req, value_len) = match decoded {
+                Ok(r) => r,
+                Err(Reject::Close(st)) => {
+                    *budget -= 1;
+                    bin::error(&mut self.wbuf, &header, st);
+                    self.quit = true;
+                    self.rpos = self.rend;
+                    return Ok(());
+                }
+                Err(Reject::Swallow(st, n)) => {
+                    *budget -= 1;
+                    bin::error(&mut self.wbuf, &header, st);
+                    self.rpos += prefix;
+                    self.swallow = n;
+                    continue;
+                }
+            };
             let Some(value) = input.get(prefix..prefix + value_len) else {
                 break;
             };

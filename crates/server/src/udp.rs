@@ -63,7 +63,7 @@ use anyhow::{bail, Context};
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::meta::Meta;
 use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
-use socket2::{Domain, Socket, Type};
+use socket2::Type;
 
 use crate::binary::SaslState;
 use crate::conn::parse_config;
@@ -99,16 +99,7 @@ pub fn bind(server: &Server) -> anyhow::Result<Vec<std::net::UdpSocket>> {
     let mut out = Vec::new();
     for l in &s.listen {
         for addr in crate::listen::parse_listen(l, s.udp_port)? {
-            let domain = if addr.is_ipv6() {
-                Domain::IPV6
-            } else {
-                Domain::IPV4
-            };
-            let sock = Socket::new(domain, Type::DGRAM, None)?;
-            sock.set_reuse_address(true)?;
-            if addr.is_ipv6() {
-                sock.set_only_v6(true)?;
-            }
+            let sock = crate::listen::new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);
             sock.bind(&addr.into())
@@ -487,7 +478,9 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
         };
         let prefix = header.prefix_len();
         out.clear();
-        let req = match bin::decode(&header, extras, key, settings.sasl, sasl.authenticated) {
+        let decoded = bin::decode(&header, extras, key, settings.sasl, sasl.authenticated)
+            .and_then(|req| crate::binary::with_value_len(req, &cfg, cx));
+        let (req, value_len) = match decoded {
             Ok(r) => r,
             Err(Reject::Close(st)) => {
                 bin::error(out, &header, st);
@@ -506,18 +499,6 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
                 continue;
             }
         };
-        let (value_len, refused) = crate::binary::value_len(&req, &cfg, cx);
-        if let Some(st) = refused {
-            bin::error(out, &header, st);
-            pos += prefix;
-            if value_len > payload.len() - pos {
-                return;
-            }
-            tx.reply(out);
-            pos += value_len;
-            tx.request_done(false, pos < payload.len());
-            continue;
-        }
         let Some(value) = input.get(prefix..prefix + value_len) else {
             tx.incomplete();
             return;
