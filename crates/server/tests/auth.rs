@@ -168,6 +168,21 @@ fn stats_starting(c: &mut Client, group: &[u8], prefixes: &[&str]) -> Vec<String
         .collect()
 }
 
+/// The connection is authenticated: a noop succeeds.
+#[track_caller]
+fn expect_unlocked(c: &mut Client) {
+    c.send(&noop());
+    expect(c, op::NOOP, 0, b"");
+}
+
+/// The connection is not authenticated: a noop is refused, and the server closes.
+#[track_caller]
+fn expect_locked_out(c: &mut Client) {
+    c.send(&noop());
+    expect_auth_error(c, op::NOOP);
+    c.expect_closed();
+}
+
 fn version_ok(c: &mut Client) {
     c.send(&request(op::VERSION, &[], &[], &[], 0, 0));
     let (o, s, _, _, b) = response(c);
@@ -187,9 +202,7 @@ fn sasl_list_mechs_and_version_before_auth() {
     expect_auth_error(&mut c, op::GET);
     c.expect_closed();
     let mut c = s.connect();
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
 }
 
 #[test]
@@ -249,14 +262,11 @@ fn sasl_failures() {
     c.send(&auth(b"PLAIN", &plain("", "user", "x")));
     expect_auth_error(&mut c, op::SASL_AUTH);
     login(&mut c);
-    c.send(&noop());
-    expect(&mut c, op::NOOP, 0, b"");
+    expect_unlocked(&mut c);
     // A new failed exchange takes the authentication away again.
     c.send(&auth(b"PLAIN", &plain("", "user", "x")));
     expect_auth_error(&mut c, op::SASL_AUTH);
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
 
     let mut t = s.connect();
     login(&mut t);
@@ -273,15 +283,12 @@ fn sasl_auth_then_step() {
     expect(&mut c, op::SASL_AUTH, status::AUTH_CONTINUE, b"");
     c.send(&step(&plain("", "user", "pass")));
     expect(&mut c, op::SASL_STEP, 0, b"Authenticated");
-    c.send(&noop());
-    expect(&mut c, op::NOOP, 0, b"");
+    expect_unlocked(&mut c);
     // After a completed exchange cyrus SASL refuses every new start or step on the
     // connection, and memcached marks it unauthenticated first.
     c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
     expect_auth_error(&mut c, op::SASL_AUTH);
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
     let mut c = s.connect();
     login(&mut c);
     c.send(&step(&plain("", "user", "pass")));

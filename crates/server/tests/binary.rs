@@ -85,7 +85,6 @@ fn expect_ok(c: &mut Client, opcode: u8, opaque: u32, cas: Cas) -> u64 {
 }
 
 /// A successful response that carries the item's flags (get, touch and gat families).
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 fn expect_hit(
     c: &mut Client,
