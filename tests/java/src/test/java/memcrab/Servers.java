@@ -131,11 +131,17 @@ final class Servers {
         }
     }
 
-    /** {@code n} items for a multi-get: m0 = v0, m1 = v1, ... */
-    static Map<String, Object> numbered(int n) {
+    /** Stores one item through a client. */
+    interface Store {
+        void set(String key, Object value) throws Exception;
+    }
+
+    /** Stores {@code n} items for a multi-get, m0 = v0, m1 = v1, ..., and returns them. */
+    static Map<String, Object> storeNumbered(int n, Store store) throws Exception {
         Map<String, Object> items = new HashMap<>();
         for (int i = 0; i < n; i++) {
             items.put("m" + i, "v" + i);
+            store.set("m" + i, "v" + i);
         }
         return items;
     }

@@ -24,8 +24,6 @@ import net.spy.memcached.auth.PlainCallbackHandler;
 import net.spy.memcached.internal.OperationFuture;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * spymemcached with its text (DefaultConnectionFactory) and binary
@@ -49,8 +47,7 @@ class SpymemcachedTest {
         Servers.stop(client == null ? null : client::shutdown, server);
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void setGetTranscoders(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.get("missing"));
@@ -61,8 +58,7 @@ class SpymemcachedTest {
         }
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void addReplaceAppendPrepend(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.replace("k", 0, "1").get());
@@ -76,8 +72,7 @@ class SpymemcachedTest {
         assertFalse(c.prepend(0, "nokey", "x").get());
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void getsCas(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.gets("missing"));
@@ -90,19 +85,14 @@ class SpymemcachedTest {
         assertEquals("b", c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void getBulk(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
-        Map<String, Object> want = Servers.numbered(100);
-        for (Map.Entry<String, Object> e : want.entrySet()) {
-            c.set(e.getKey(), 0, e.getValue());
-        }
+        Map<String, Object> want = Servers.storeNumbered(100, (k, v) -> c.set(k, 0, v));
         assertEquals(want, c.getBulk(Servers.keysAndAbsent(want)));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void delete(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.delete("k").get());
@@ -111,8 +101,7 @@ class SpymemcachedTest {
         assertNull(c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void incrDecr(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertEquals(-1, c.incr("n", 1));
@@ -130,8 +119,7 @@ class SpymemcachedTest {
         assertEquals("abc", c.get("s"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void touchGatExpiry(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.touch("missing", 10).get());
@@ -158,8 +146,7 @@ class SpymemcachedTest {
         assertNull(c.get("gone"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void largeValues(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         byte[] big = Servers.randomBytes(1024 * 1024 - 512, 1);
@@ -180,8 +167,7 @@ class SpymemcachedTest {
         assertArrayEquals(big, (byte[]) c.get("big"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void flushStatsVersion(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         c.set("a", 0, "1").get();

@@ -17,8 +17,6 @@ import net.rubyeye.xmemcached.command.BinaryCommandFactory;
 import net.rubyeye.xmemcached.command.TextCommandFactory;
 import net.rubyeye.xmemcached.exception.MemcachedServerException;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 
 /** xmemcached with its text and binary command factories, against memcached and memcrab. */
 class XmemcachedTest {
@@ -40,8 +38,7 @@ class XmemcachedTest {
         Servers.stop(client == null ? null : client::shutdown, server);
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void setGetTranscoders(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.get("missing"));
@@ -52,8 +49,7 @@ class XmemcachedTest {
         }
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void addReplaceAppendPrepend(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.replace("k", 0, "1"));
@@ -67,8 +63,7 @@ class XmemcachedTest {
         assertFalse(c.prepend("nokey", "x"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void getsCas(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.gets("missing"));
@@ -80,19 +75,14 @@ class XmemcachedTest {
         assertEquals("b", c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void multiGet(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
-        Map<String, Object> want = Servers.numbered(100);
-        for (Map.Entry<String, Object> e : want.entrySet()) {
-            c.set(e.getKey(), 0, e.getValue());
-        }
+        Map<String, Object> want = Servers.storeNumbered(100, (k, v) -> c.set(k, 0, v));
         assertEquals(want, c.get(Servers.keysAndAbsent(want)));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void delete(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.delete("k"));
@@ -101,8 +91,7 @@ class XmemcachedTest {
         assertNull(c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void incrDecr(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertEquals(10, c.incr("n", 1, 10)); // created with the initial value
@@ -113,8 +102,7 @@ class XmemcachedTest {
         assertEquals(1, c.incr("w", 2));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void touchExpiry(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.touch("missing", 10));
@@ -126,8 +114,7 @@ class XmemcachedTest {
         assertNull(c.get("gone"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void largeValues(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         byte[] big = Servers.randomBytes(1024 * 1024 - 512, 1);
@@ -147,8 +134,7 @@ class XmemcachedTest {
         assertArrayEquals(big, (byte[]) c.<byte[]>get("big"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("memcrab.Servers#targets")
+    @EachTarget
     void flushStatsVersion(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         c.set("a", 0, "1");
