@@ -36,6 +36,10 @@ from pathlib import Path
 
 import pytest
 
+# The differential tests' shared assertions live in differential.py: rewrite its asserts
+# too, so a failure shows the compared values as in a test module.
+pytest.register_assert_rewrite("differential")
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_SECS = 10.0
 START_ATTEMPTS = 5  # a port picked by binding port 0 can be taken before the server binds it

@@ -33,7 +33,9 @@ import os
 import re
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 QUIET_SECS = float(os.environ.get("MEMCRAB_DIFF_QUIET_MS", "200")) / 1000.0
 MAX_STEP_SECS = 10.0  # a server that keeps talking longer than this is cut off
@@ -260,3 +262,32 @@ def masked_replies(case: Case, raw: list[bytes]) -> list[bytes]:
     if case.collapse:
         masked = [collapse_runs(m) for m in masked]
     return masked
+
+
+# Plays a case to both servers at once, so their quiet waits overlap.
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="diff")
+
+
+def assert_same_as_memcached(
+    case: Case, server_factory, describe: Callable[[Case, list[bytes], list[bytes]], str]
+) -> None:
+    """Plays `case` to memcached and memcrab at once and asserts memcrab's masked
+    replies equal memcached's; `describe` explains a difference. Also asserts the
+    case is not vacuous (every stat it names exists in memcached) and that
+    memcached still answers a pinned case (`expect`) as pinned."""
+    oracle = server_factory.start("memcached", case.args, unix=case.unix)
+    candidate = server_factory.start("memcrab", case.args, unix=case.unix)
+    futures = [_pool.submit(play, server, case) for server in (oracle, candidate)]
+    raw_oracle, raw_candidate = (f.result() for f in futures)
+    oracle_masked = masked_replies(case, raw_oracle)
+    candidate_masked = masked_replies(case, raw_candidate)
+
+    # Guard against vacuous cases: every stat a case names must exist in memcached.
+    for name in case.stats + case.stat_values:
+        assert any(b"STAT %s " % name in m for m in oracle_masked), f"memcached has no stat {name!r}"
+    if case.expect is not None:
+        assert b"".join(oracle_masked) == case.expect, (
+            f"memcached itself no longer answers case {case.id} as pinned:\n"
+            f"  pinned:    {case.expect!r}\n  memcached: {b''.join(oracle_masked)!r}"
+        )
+    assert candidate_masked == oracle_masked, describe(case, oracle_masked, candidate_masked)

@@ -10,11 +10,10 @@ reader may doubt are written down here with their exact bytes.
 from __future__ import annotations
 
 import difflib
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from differential import CLOSED, Case, CasNames, S, mask, masked_replies, play, read_reply
+from differential import CLOSED, Case, CasNames, S, assert_same_as_memcached, mask, read_reply
 
 K250 = b"k" * 250
 K251 = b"k" * 251
@@ -459,9 +458,6 @@ case("idle_timeout", b"version\r\n", S(b"version\r\n", sleep=0.3), S(sleep=4.5),
      args=("-o", "idle_timeout=1"), expect=b"VERSION <masked>\r\n" * 2 + CLOSED)
 
 
-_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="diff")
-
-
 def _describe(case: Case, oracle: list[bytes], candidate: list[bytes]) -> str:
     lines = [f"case {case.id} (flags: {' '.join(case.args) or 'none'})"]
     for i, (step, a, b) in enumerate(zip(case.normalized_steps(), oracle, candidate)):
@@ -481,22 +477,7 @@ def _describe(case: Case, oracle: list[bytes], candidate: list[bytes]) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_conversation(case: Case, server_factory):
-    oracle = server_factory.start("memcached", case.args, unix=case.unix)
-    candidate = server_factory.start("memcrab", case.args, unix=case.unix)
-    futures = [_pool.submit(play, server, case) for server in (oracle, candidate)]
-    raw_oracle, raw_candidate = (f.result() for f in futures)
-    oracle_masked = masked_replies(case, raw_oracle)
-    candidate_masked = masked_replies(case, raw_candidate)
-
-    # Guard against vacuous cases: every stat a case names must exist in memcached.
-    for name in case.stats + case.stat_values:
-        assert any(b"STAT %s " % name in m for m in oracle_masked), f"memcached has no stat {name!r}"
-    if case.expect is not None:
-        assert b"".join(oracle_masked) == case.expect, (
-            f"memcached itself no longer answers case {case.id} as pinned:\n"
-            f"  pinned:    {case.expect!r}\n  memcached: {b''.join(oracle_masked)!r}"
-        )
-    assert candidate_masked == oracle_masked, _describe(case, oracle_masked, candidate_masked)
+    assert_same_as_memcached(case, server_factory, _describe)
 
 
 def test_case_ids_unique():

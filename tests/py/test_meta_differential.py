@@ -16,11 +16,10 @@ encoding per item, memcrab follows the request).
 from __future__ import annotations
 
 import difflib
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from differential import Case, S, masked_replies, play
+from differential import Case, S, assert_same_as_memcached
 
 BAD_FORMAT = b"CLIENT_ERROR bad command line format\r\n"
 OPAQUE33 = b"O" + b"1" * 32
@@ -219,25 +218,9 @@ def _describe(case: Case, oracle: list[bytes], candidate: list[bytes]) -> str:
     return "\n".join(lines)
 
 
-_pool = ThreadPoolExecutor(max_workers=2)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_meta_conversation(case: Case, server_factory):
-    oracle = server_factory.start("memcached", case.args, unix=case.unix)
-    candidate = server_factory.start("memcrab", case.args, unix=case.unix)
-    futures = [_pool.submit(play, server, case) for server in (oracle, candidate)]
-    raw_oracle, raw_candidate = (f.result() for f in futures)
-    oracle_masked = masked_replies(case, raw_oracle)
-    candidate_masked = masked_replies(case, raw_candidate)
-    for name in case.stats + case.stat_values:
-        assert any(b"STAT %s " % name in m for m in oracle_masked), f"memcached has no stat {name!r}"
-    if case.expect is not None:
-        assert b"".join(oracle_masked) == case.expect, (
-            f"memcached itself no longer answers case {case.id} as pinned:\n"
-            f"  pinned:    {case.expect!r}\n  memcached: {b''.join(oracle_masked)!r}"
-        )
-    assert candidate_masked == oracle_masked, _describe(case, oracle_masked, candidate_masked)
+    assert_same_as_memcached(case, server_factory, _describe)
 
 
 def test_meta_case_ids_unique():

@@ -8,6 +8,7 @@
 //! calls [`execute`] once the whole packet is buffered.
 
 use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
+use memcrab_proto::text;
 use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode, StoreOpts, StoreResult,
     Vivify,
@@ -29,6 +30,47 @@ pub struct SaslState {
     /// An exchange succeeded on this connection: cyrus SASL (memcached's) refuses
     /// every later start or step on the same SASL connection object.
     pub completed: bool,
+}
+
+/// A decoded request with the number of value bytes that follow its key, or, when
+/// its item cannot fit `-I`, `Reject::Swallow` of the error status and the value's
+/// length. Values are checked before they are waited for, as memcached's item_alloc
+/// is called once the key has arrived; a refused set also removes the old value,
+/// and counts as too large.
+#[inline]
+pub fn with_value_len<'a>(
+    req: Request<'a>,
+    cfg: &text::Config,
+    cx: &Ctx<'_>,
+) -> Result<(Request<'a>, usize), bin::Reject> {
+    match req {
+        Request::Store {
+            kind,
+            key,
+            flags,
+            value_len,
+            ..
+        } => {
+            if text::item_size_ok(key.len(), flags, value_len, cfg) {
+                return Ok((req, value_len));
+            }
+            cx.counters.store_too_large.incr();
+            if kind == StoreKind::Set {
+                // A failed set must not leave the old value readable.
+                cx.engine.delete(key, &DeleteOpts::default());
+            }
+            Err(bin::Reject::Swallow(status::E2BIG, value_len))
+        }
+        Request::SaslAuth {
+            mech, value_len, ..
+        } => {
+            if text::item_size_ok(mech.len(), 0, value_len, cfg) {
+                return Ok((req, value_len));
+            }
+            Err(bin::Reject::Swallow(status::ENOMEM, value_len))
+        }
+        _ => Ok((req, 0)),
+    }
 }
 
 /// Executes one validated request whose value (if any) is `value`.
@@ -196,22 +238,14 @@ pub fn execute(
             match cx.engine.delta(key, incr, delta, &opts) {
                 Delta::Value(v) => {
                     if !v.created {
-                        if incr {
-                            c.incr_hits.incr();
-                        } else {
-                            c.decr_hits.incr();
-                        }
+                        c.count_delta(incr, true);
                     }
                     if !quiet {
                         bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
                     }
                 }
                 Delta::NotFound => {
-                    if incr {
-                        c.incr_misses.incr();
-                    } else {
-                        c.decr_misses.incr();
-                    }
+                    c.count_delta(incr, false);
                     bin::error(out, h, status::KEY_ENOENT);
                 }
                 Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),

@@ -32,6 +32,25 @@ pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 /// Longest get line buffered (memcached has no limit).
 pub const MAX_GET_LINE: usize = 1024 * 1024;
 
+/// The request parsers' limits under the server's settings (TCP and UDP alike).
+pub fn parse_config(settings: &crate::settings::Settings) -> text::Config {
+    text::Config {
+        item_size_max: settings.item_size_max,
+        use_cas: settings.use_cas,
+        max_get_line: MAX_GET_LINE,
+    }
+}
+
+/// Consumes what is buffered (`rend - *rpos` bytes from `*rpos`) of the `*swallow`
+/// bytes the connection still discards; true once none are left to discard.
+#[inline]
+fn skip_swallowed(swallow: &mut usize, rpos: &mut usize, rend: usize) -> bool {
+    let n = (*swallow).min(rend - *rpos);
+    *rpos += n;
+    *swallow -= n;
+    *swallow == 0
+}
+
 /// A TCP or unix stream.
 pub enum Stream {
     Tcp(mio::net::TcpStream),
@@ -414,17 +433,10 @@ impl Conn {
     /// Binary packets (`try_read_command_binary` and `dispatch_bin_command`).
     fn process_binary(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
         let settings = &cx.server.settings;
-        let cfg = text::Config {
-            item_size_max: settings.item_size_max,
-            use_cas: settings.use_cas,
-            max_get_line: MAX_GET_LINE,
-        };
+        let cfg = parse_config(settings);
         while *budget > 0 && self.wbuf.len() - self.wpos <= OUTPUT_HIGH_WATER && !self.quit {
             if self.swallow > 0 {
-                let n = self.swallow.min(self.rend - self.rpos);
-                self.rpos += n;
-                self.swallow -= n;
-                if self.swallow > 0 {
+                if !skip_swallowed(&mut self.swallow, &mut self.rpos, self.rend) {
                     break;
                 }
                 continue;
@@ -441,61 +453,24 @@ impl Conn {
                 } => (header, extras, key),
             };
             let prefix = header.prefix_len();
-            let req =
-                match bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated) {
-                    Ok(r) => r,
-                    Err(Reject::Close(st)) => {
-                        *budget -= 1;
-                        bin::error(&mut self.wbuf, &header, st);
-                        self.quit = true;
-                        self.rpos = self.rend;
-                        return Ok(());
-                    }
-                    Err(Reject::Swallow(st, n)) => {
-                        *budget -= 1;
-                        bin::error(&mut self.wbuf, &header, st);
-                        self.rpos += prefix;
-                        self.swallow = n;
-                        continue;
-                    }
-                };
-            // Values are checked before they are waited for, as memcached's
-            // item_alloc is called once the key has arrived.
-            let value_len = match req {
-                bin::Request::Store {
-                    kind,
-                    key,
-                    flags,
-                    value_len,
-                    ..
-                } => {
-                    if !text::item_size_ok(key.len(), flags, value_len, &cfg) {
-                        *budget -= 1;
-                        cx.counters.store_too_large.incr();
-                        if kind == bin::StoreKind::Set {
-                            // A failed set must not leave the old value readable.
-                            cx.engine.delete(key, &memcrab_store::DeleteOpts::default());
-                        }
-                        bin::error(&mut self.wbuf, &header, bin::status::E2BIG);
-                        self.rpos += prefix;
-                        self.swallow = value_len;
-                        continue;
-                    }
-                    value_len
+            let decoded = bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated)
+                .and_then(|req| crate::binary::with_value_len(req, &cfg, cx));
+            let (req, value_len) = match decoded {
+                Ok(r) => r,
+                Err(Reject::Close(st)) => {
+                    *budget -= 1;
+                    bin::error(&mut self.wbuf, &header, st);
+                    self.quit = true;
+                    self.rpos = self.rend;
+                    return Ok(());
                 }
-                bin::Request::SaslAuth {
-                    mech, value_len, ..
-                } => {
-                    if !text::item_size_ok(mech.len(), 0, value_len, &cfg) {
-                        *budget -= 1;
-                        bin::error(&mut self.wbuf, &header, bin::status::ENOMEM);
-                        self.rpos += prefix;
-                        self.swallow = value_len;
-                        continue;
-                    }
-                    value_len
+                Err(Reject::Swallow(st, n)) => {
+                    *budget -= 1;
+                    bin::error(&mut self.wbuf, &header, st);
+                    self.rpos += prefix;
+                    self.swallow = n;
+                    continue;
                 }
-                _ => 0,
             };
             let Some(value) = input.get(prefix..prefix + value_len) else {
                 break;
@@ -519,11 +494,7 @@ impl Conn {
 
     /// Text-protocol requests.
     fn process_text(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Result<(), ()> {
-        let cfg = text::Config {
-            item_size_max: cx.server.settings.item_size_max,
-            use_cas: cx.server.settings.use_cas,
-            max_get_line: MAX_GET_LINE,
-        };
+        let cfg = parse_config(&cx.server.settings);
         // Pipelined requests overlap their cache misses: while request i executes,
         // request i+1 (parsed one step earlier, its index bucket prefetched then)
         // has its item prefetched, and request i+2 is parsed and its bucket
@@ -535,10 +506,7 @@ impl Conn {
         while *budget > 0 && self.wbuf.len() - self.wpos <= OUTPUT_HIGH_WATER && !self.quit {
             if self.swallow > 0 {
                 (next1, next2) = (None, None);
-                let n = self.swallow.min(self.rend - self.rpos);
-                self.rpos += n;
-                self.swallow -= n;
-                if self.swallow > 0 {
+                if !skip_swallowed(&mut self.swallow, &mut self.rpos, self.rend) {
                     break;
                 }
                 continue;

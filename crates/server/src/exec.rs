@@ -201,21 +201,13 @@ pub fn execute(
         } => {
             match cx.engine.delta(key, incr, delta, &DeltaOpts::default()) {
                 Delta::Value(v) => {
-                    if incr {
-                        c.incr_hits.incr();
-                    } else {
-                        c.decr_hits.incr();
-                    }
+                    c.count_delta(incr, true);
                     if !noreply {
                         reply::number(out, v.value);
                     }
                 }
                 Delta::NotFound => {
-                    if incr {
-                        c.incr_misses.incr();
-                    } else {
-                        c.decr_misses.incr();
-                    }
+                    c.count_delta(incr, false);
                     put(out, noreply, reply::NOT_FOUND);
                 }
                 // Exists needs a compare_cas, which classic incr/decr never pass.

@@ -60,6 +60,22 @@ impl Listener {
     }
 }
 
+/// A socket of type `ty` for binding `addr` (TCP and UDP alike): address reuse on,
+/// and an IPv6 socket IPv6-only.
+pub fn new_socket(addr: &SocketAddr, ty: Type) -> io::Result<Socket> {
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let sock = Socket::new(domain, ty, None)?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    Ok(sock)
+}
+
 /// Binds what the settings ask for: the unix socket if `-s` is given (which, as in
 /// memcached, disables TCP), else every `-l` address on `-p` (or its own `:port`).
 pub fn bind(server: &Server) -> anyhow::Result<Vec<Listener>> {
@@ -96,16 +112,7 @@ pub fn bind(server: &Server) -> anyhow::Result<Vec<Listener>> {
     let mut out = Vec::new();
     for l in &s.listen {
         for addr in parse_listen(l, s.port)? {
-            let domain = if addr.is_ipv6() {
-                Domain::IPV6
-            } else {
-                Domain::IPV4
-            };
-            let sock = Socket::new(domain, Type::STREAM, None)?;
-            sock.set_reuse_address(true)?;
-            if addr.is_ipv6() {
-                sock.set_only_v6(true)?;
-            }
+            let sock = new_socket(&addr, Type::STREAM)?;
             sock.bind(&addr.into())
                 .with_context(|| format!("-l/-p: cannot bind {addr}"))?;
             sock.listen(s.backlog)?;

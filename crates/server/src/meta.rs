@@ -366,11 +366,7 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
     match cx.engine.delta(kbytes, incr, flags.delta, &opts) {
         Delta::Value(v) => {
             if !v.created {
-                if incr {
-                    c.incr_hits.incr();
-                } else {
-                    c.decr_hits.incr();
-                }
+                c.count_delta(incr, true);
             }
             let mut digits = itoa::Buffer::new();
             let digits = digits.format(v.value).as_bytes();
@@ -404,11 +400,7 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
             }
         }
         Delta::NotFound => {
-            if incr {
-                c.incr_misses.incr();
-            } else {
-                c.decr_misses.incr();
-            }
+            c.count_delta(incr, false);
             out.extend_from_slice(b"NF");
             opaque_and_key(out, flags, key);
             out.extend_from_slice(b"\r\n");

@@ -98,6 +98,19 @@ counters!(
     bytes_written,
 );
 
+impl Counters {
+    /// Counts an incr (`incr`) or decr that found its item (`hit`) or did not.
+    #[inline]
+    pub fn count_delta(&self, incr: bool, hit: bool) {
+        match (incr, hit) {
+            (true, true) => self.incr_hits.incr(),
+            (true, false) => self.incr_misses.incr(),
+            (false, true) => self.decr_hits.incr(),
+            (false, false) => self.decr_misses.incr(),
+        }
+    }
+}
+
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
 pub fn render(
     server: &crate::server::Server,
@@ -318,6 +331,20 @@ fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "items:1:crawler_reclaimed", es.crawler_reclaimed);
 }
 
+/// Slab class 1's request counters (memcached counts them per class; memcrab has
+/// one class for them all).
+fn class_1_hits(out: &mut Vec<u8>, t: &Totals) {
+    use memcrab_proto::text::reply::stat;
+    stat(out, "1:get_hits", t.get_hits);
+    stat(out, "1:cmd_set", t.cmd_set);
+    stat(out, "1:delete_hits", t.delete_hits);
+    stat(out, "1:incr_hits", t.incr_hits);
+    stat(out, "1:decr_hits", t.decr_hits);
+    stat(out, "1:cas_hits", t.cas_hits);
+    stat(out, "1:cas_badval", t.cas_badval);
+    stat(out, "1:touch_hits", t.touch_hits);
+}
+
 fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
@@ -347,14 +374,7 @@ fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
             stat(out, "1:free_chunks", sg.free_segments * per_page);
             stat(out, "1:free_chunks_end", 0);
             stat(out, "1:mem_requested", small_bytes);
-            stat(out, "1:get_hits", t.get_hits);
-            stat(out, "1:cmd_set", t.cmd_set);
-            stat(out, "1:delete_hits", t.delete_hits);
-            stat(out, "1:incr_hits", t.incr_hits);
-            stat(out, "1:decr_hits", t.decr_hits);
-            stat(out, "1:cas_hits", t.cas_hits);
-            stat(out, "1:cas_badval", t.cas_badval);
-            stat(out, "1:touch_hits", t.touch_hits);
+            class_1_hits(out, &t);
             stat(out, "1:segment_size", sg.segment_bytes);
             stat(out, "1:free_pages", sg.free_segments);
             stat(out, "1:reinserted", sg.reinserted);
@@ -387,14 +407,7 @@ fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
         stat(out, "1:free_chunks", 0);
         stat(out, "1:free_chunks_end", 0);
         stat(out, "1:mem_requested", es.bytes);
-        stat(out, "1:get_hits", t.get_hits);
-        stat(out, "1:cmd_set", t.cmd_set);
-        stat(out, "1:delete_hits", t.delete_hits);
-        stat(out, "1:incr_hits", t.incr_hits);
-        stat(out, "1:decr_hits", t.decr_hits);
-        stat(out, "1:cas_hits", t.cas_hits);
-        stat(out, "1:cas_badval", t.cas_badval);
-        stat(out, "1:touch_hits", t.touch_hits);
+        class_1_hits(out, &t);
     }
     stat(out, "active_slabs", u8::from(es.curr_items > 0));
     stat(out, "total_malloced", es.bytes);

@@ -63,10 +63,10 @@ use anyhow::{bail, Context};
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::meta::Meta;
 use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
-use socket2::{Domain, Socket, Type};
+use socket2::Type;
 
 use crate::binary::SaslState;
-use crate::conn::MAX_GET_LINE;
+use crate::conn::parse_config;
 use crate::exec::{self, Ctx, Flow};
 use crate::server::{ConnInfo, Server};
 
@@ -99,16 +99,7 @@ pub fn bind(server: &Server) -> anyhow::Result<Vec<std::net::UdpSocket>> {
     let mut out = Vec::new();
     for l in &s.listen {
         for addr in crate::listen::parse_listen(l, s.udp_port)? {
-            let domain = if addr.is_ipv6() {
-                Domain::IPV6
-            } else {
-                Domain::IPV4
-            };
-            let sock = Socket::new(domain, Type::DGRAM, None)?;
-            sock.set_reuse_address(true)?;
-            if addr.is_ipv6() {
-                sock.set_only_v6(true)?;
-            }
+            let sock = crate::listen::new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);
             sock.bind(&addr.into())
@@ -362,11 +353,7 @@ fn reqs_per_event(cx: &Ctx<'_>) -> isize {
 }
 
 fn serve_text(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
-    let cfg = text::Config {
-        item_size_max: cx.server.settings.item_size_max,
-        use_cas: cx.server.settings.use_cas,
-        max_get_line: MAX_GET_LINE,
-    };
+    let cfg = parse_config(&cx.server.settings);
     let mut pos = 0;
     while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
         let Some((parsed, consumed)) = text::parse(input, &cfg) else {
@@ -471,11 +458,7 @@ fn is_bin_error(reply: &[u8]) -> bool {
 
 fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
     let settings = &cx.server.settings;
-    let cfg = text::Config {
-        item_size_max: settings.item_size_max,
-        use_cas: settings.use_cas,
-        max_get_line: MAX_GET_LINE,
-    };
+    let cfg = parse_config(settings);
     // SASL and UDP exclude each other (settings), so this stays unauthenticated.
     let mut sasl = SaslState::default();
     let mut pos = 0;
@@ -495,7 +478,9 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
         };
         let prefix = header.prefix_len();
         out.clear();
-        let req = match bin::decode(&header, extras, key, settings.sasl, sasl.authenticated) {
+        let decoded = bin::decode(&header, extras, key, settings.sasl, sasl.authenticated)
+            .and_then(|req| crate::binary::with_value_len(req, &cfg, cx));
+        let (req, value_len) = match decoded {
             Ok(r) => r,
             Err(Reject::Close(st)) => {
                 bin::error(out, &header, st);
@@ -514,42 +499,6 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
                 continue;
             }
         };
-        let (value_len, refused) = match &req {
-            bin::Request::Store {
-                kind,
-                key,
-                flags,
-                value_len,
-                ..
-            } if !text::item_size_ok(key.len(), *flags, *value_len, &cfg) => {
-                cx.counters.store_too_large.incr();
-                if *kind == bin::StoreKind::Set {
-                    // A failed set must not leave the old value readable.
-                    cx.engine.delete(key, &memcrab_store::DeleteOpts::default());
-                }
-                (*value_len, Some(bin::status::E2BIG))
-            }
-            bin::Request::SaslAuth {
-                mech, value_len, ..
-            } if !text::item_size_ok(mech.len(), 0, *value_len, &cfg) => {
-                (*value_len, Some(bin::status::ENOMEM))
-            }
-            bin::Request::Store { value_len, .. } | bin::Request::SaslAuth { value_len, .. } => {
-                (*value_len, None)
-            }
-            _ => (0, None),
-        };
-        if let Some(st) = refused {
-            bin::error(out, &header, st);
-            pos += prefix;
-            if value_len > payload.len() - pos {
-                return;
-            }
-            tx.reply(out);
-            pos += value_len;
-            tx.request_done(false, pos < payload.len());
-            continue;
-        }
         let Some(value) = input.get(prefix..prefix + value_len) else {
             tx.incomplete();
             return;

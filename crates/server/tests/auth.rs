@@ -20,7 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{against_memcached, run_cli, Client, Server};
+use common::{against_memcached, run_cli, scratch_dir, Client, Server};
 use memcrab_proto::binary::client::{parse_response, raw, request, store_extras};
 use memcrab_proto::binary::{op, status};
 
@@ -29,15 +29,7 @@ struct Dir(PathBuf);
 
 impl Dir {
     fn new(tag: &str) -> Dir {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "memcrab-auth-{tag}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).expect("mkdir");
+        let p = scratch_dir(&format!("auth-{tag}"));
         fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
         Dir(p)
     }
@@ -145,6 +137,52 @@ fn noop() -> Vec<u8> {
     request(op::NOOP, &[], &[], &[], 0, 0)
 }
 
+/// Authenticates `c` as `user`:`pass` with a one-step PLAIN exchange.
+#[track_caller]
+fn login(c: &mut Client) {
+    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
+    expect(c, op::SASL_AUTH, 0, b"Authenticated");
+}
+
+/// Sends a stat request for `group` and returns the bodies (key + value) of the
+/// stat packets before the empty terminator.
+fn stat_bodies(c: &mut Client, group: &[u8]) -> Vec<Vec<u8>> {
+    c.send(&request(op::STAT, &[], group, &[], 0, 0));
+    let mut out = Vec::new();
+    loop {
+        let (_, _, _, _, b) = response(c);
+        if b.is_empty() {
+            return out;
+        }
+        out.push(b);
+    }
+}
+
+/// The stat packets of `group` whose key starts with one of `prefixes`, as
+/// key-then-value text, in order.
+fn stats_starting(c: &mut Client, group: &[u8], prefixes: &[&str]) -> Vec<String> {
+    stat_bodies(c, group)
+        .iter()
+        .filter(|b| prefixes.iter().any(|p| b.starts_with(p.as_bytes())))
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect()
+}
+
+/// The connection is authenticated: a noop succeeds.
+#[track_caller]
+fn expect_unlocked(c: &mut Client) {
+    c.send(&noop());
+    expect(c, op::NOOP, 0, b"");
+}
+
+/// The connection is not authenticated: a noop is refused, and the server closes.
+#[track_caller]
+fn expect_locked_out(c: &mut Client) {
+    c.send(&noop());
+    expect_auth_error(c, op::NOOP);
+    c.expect_closed();
+}
+
 fn version_ok(c: &mut Client) {
     c.send(&request(op::VERSION, &[], &[], &[], 0, 0));
     let (o, s, _, _, b) = response(c);
@@ -164,9 +202,7 @@ fn sasl_list_mechs_and_version_before_auth() {
     expect_auth_error(&mut c, op::GET);
     c.expect_closed();
     let mut c = s.connect();
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
 }
 
 #[test]
@@ -185,13 +221,8 @@ fn sasl_plain_success_unlocks_commands() {
     let mut c = s.connect();
     c.send(&auth(b"PLAIN", &plain("user", "user", "pass")));
     expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
-    c.send(&request(op::STAT, &[], b"", &[], 0, 0));
     let mut cmds = None;
-    loop {
-        let (_, _, _, _, b) = response(&mut c);
-        if b.is_empty() {
-            break;
-        }
+    for b in stat_bodies(&mut c, b"") {
         if let Some(v) = b.strip_prefix(b"auth_cmds") {
             cmds = Some(v.to_vec());
         }
@@ -230,31 +261,16 @@ fn sasl_failures() {
     let mut c = s.connect();
     c.send(&auth(b"PLAIN", &plain("", "user", "x")));
     expect_auth_error(&mut c, op::SASL_AUTH);
-    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
-    c.send(&noop());
-    expect(&mut c, op::NOOP, 0, b"");
+    login(&mut c);
+    expect_unlocked(&mut c);
     // A new failed exchange takes the authentication away again.
     c.send(&auth(b"PLAIN", &plain("", "user", "x")));
     expect_auth_error(&mut c, op::SASL_AUTH);
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
 
     let mut t = s.connect();
-    t.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut t, op::SASL_AUTH, 0, b"Authenticated");
-    t.send(&request(op::STAT, &[], b"", &[], 0, 0));
-    let mut seen = Vec::new();
-    loop {
-        let (_, _, _, _, b) = response(&mut t);
-        if b.is_empty() {
-            break;
-        }
-        if b.starts_with(b"auth_") {
-            seen.push(String::from_utf8_lossy(&b).into_owned());
-        }
-    }
+    login(&mut t);
+    let seen = stats_starting(&mut t, b"", &["auth_"]);
     assert_eq!(seen, ["auth_cmds12", "auth_errors10"]);
 }
 
@@ -267,26 +283,21 @@ fn sasl_auth_then_step() {
     expect(&mut c, op::SASL_AUTH, status::AUTH_CONTINUE, b"");
     c.send(&step(&plain("", "user", "pass")));
     expect(&mut c, op::SASL_STEP, 0, b"Authenticated");
-    c.send(&noop());
-    expect(&mut c, op::NOOP, 0, b"");
+    expect_unlocked(&mut c);
     // After a completed exchange cyrus SASL refuses every new start or step on the
     // connection, and memcached marks it unauthenticated first.
     c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
     expect_auth_error(&mut c, op::SASL_AUTH);
-    c.send(&noop());
-    expect_auth_error(&mut c, op::NOOP);
-    c.expect_closed();
+    expect_locked_out(&mut c);
     let mut c = s.connect();
-    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
+    login(&mut c);
     c.send(&step(&plain("", "user", "pass")));
     expect_auth_error(&mut c, op::SASL_STEP);
     // A restarted exchange, and a step after a failed start.
     let mut c = s.connect();
     c.send(&auth(b"PLAIN", b""));
     expect(&mut c, op::SASL_AUTH, status::AUTH_CONTINUE, b"");
-    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
+    login(&mut c);
     let mut c = s.connect();
     c.send(&auth(b"PLAIN", &plain("", "user", "bad")));
     expect_auth_error(&mut c, op::SASL_AUTH);
@@ -317,8 +328,7 @@ fn sasl_length_checks() {
 fn cve_2016_8706_sasl_auth_huge_body() {
     let (s, _d) = sasl_server(&[]);
     let mut c = s.connect();
-    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
+    login(&mut c);
     c.send(&request(
         op::SET,
         &store_extras(0, 0),
@@ -374,19 +384,8 @@ fn sasl_refuses_text_and_reports_settings() {
     c.send(b"get foo\r\nget foo\r\nget foo\r\n");
     c.expect_closed();
     let mut c = s.connect();
-    c.send(&auth(b"PLAIN", &plain("", "user", "pass")));
-    expect(&mut c, op::SASL_AUTH, 0, b"Authenticated");
-    c.send(&request(op::STAT, &[], b"settings", &[], 0, 0));
-    let mut got = Vec::new();
-    loop {
-        let (_, _, _, _, b) = response(&mut c);
-        if b.is_empty() {
-            break;
-        }
-        if b.starts_with(b"auth_enabled") || b.starts_with(b"binding_protocol") {
-            got.push(String::from_utf8_lossy(&b).into_owned());
-        }
-    }
+    login(&mut c);
+    let got = stats_starting(&mut c, b"settings", &["auth_enabled", "binding_protocol"]);
     assert_eq!(
         got,
         [

@@ -84,6 +84,42 @@ fn expect_ok(c: &mut Client, opcode: u8, opaque: u32, cas: Cas) -> u64 {
     expect(c, opcode, status::SUCCESS, opaque, cas, &[], &[], &[])
 }
 
+/// A successful response that carries the item's flags (get, touch and gat families).
+#[track_caller]
+fn expect_hit(
+    c: &mut Client,
+    opcode: u8,
+    opaque: u32,
+    cas: Cas,
+    flags: u32,
+    key: &[u8],
+    value: &[u8],
+) -> u64 {
+    let flags = flags4(flags);
+    expect(c, opcode, status::SUCCESS, opaque, cas, &flags, key, value)
+}
+
+/// A successful incr/decr response: the new value as 8 bytes, big-endian.
+#[track_caller]
+fn expect_count(c: &mut Client, opcode: u8, opaque: u32, cas: Cas, n: u64) -> u64 {
+    let n = n.to_be_bytes();
+    expect(c, opcode, status::SUCCESS, opaque, cas, &[], &[], &n)
+}
+
+/// An incr/decr request.
+fn arith(
+    opcode: u8,
+    key: &[u8],
+    delta: u64,
+    initial: u64,
+    exptime: u32,
+    opaque: u32,
+    cas: u64,
+) -> Vec<u8> {
+    let extras = arith_extras(delta, initial, exptime);
+    request(opcode, &extras, key, &[], opaque, cas)
+}
+
 fn set(key: &[u8], value: &[u8], flags: u32, exptime: u32, cas: u64) -> Vec<u8> {
     request(op::SET, &store_extras(flags, exptime), key, value, 0, cas)
 }
@@ -142,16 +178,7 @@ fn get_family_hits_and_misses() {
     ] {
         c.send(&get(o, b"k", 9));
         let key: &[u8] = if with_key { b"k" } else { b"" };
-        expect(
-            &mut c,
-            o,
-            status::SUCCESS,
-            9,
-            Cas::Is(cas),
-            &flags4(0xdeadbeef),
-            key,
-            b"hello",
-        );
+        expect_hit(&mut c, o, 9, Cas::Is(cas), 0xdeadbeef, key, b"hello");
     }
     // Pipelined: quiet hits answer, quiet misses do not, noop closes the batch.
     let mut batch = get(op::GETKQ, b"a", 1);
@@ -159,13 +186,12 @@ fn get_family_hits_and_misses() {
     batch.extend(get(op::GETQ, b"b", 3));
     batch.extend(noop());
     c.send(&batch);
-    expect(
+    expect_hit(
         &mut c,
         op::GETKQ,
-        0,
         2,
         Cas::Is(cas),
-        &flags4(0xdeadbeef),
+        0xdeadbeef,
         b"k",
         b"hello",
     );
@@ -199,42 +225,15 @@ fn touch_and_gat() {
     sync(&mut c);
     let cas = put(&mut c, b"k", b"val", 3);
     c.send(&request(op::TOUCH, &ttl, b"k", &[], 1, 0));
-    expect(&mut c, op::TOUCH, 0, 1, Cas::Is(cas), &flags4(3), &[], &[]);
+    expect_hit(&mut c, op::TOUCH, 1, Cas::Is(cas), 3, &[], &[]);
     c.send(&request(op::GAT, &ttl, b"k", &[], 2, 0));
-    expect(&mut c, op::GAT, 0, 2, Cas::Is(cas), &flags4(3), &[], b"val");
+    expect_hit(&mut c, op::GAT, 2, Cas::Is(cas), 3, &[], b"val");
     c.send(&request(op::GATQ, &ttl, b"k", &[], 3, 0));
-    expect(
-        &mut c,
-        op::GATQ,
-        0,
-        3,
-        Cas::Is(cas),
-        &flags4(3),
-        &[],
-        b"val",
-    );
+    expect_hit(&mut c, op::GATQ, 3, Cas::Is(cas), 3, &[], b"val");
     c.send(&request(op::GATK, &ttl, b"k", &[], 4, 0));
-    expect(
-        &mut c,
-        op::GATK,
-        0,
-        4,
-        Cas::Is(cas),
-        &flags4(3),
-        b"k",
-        b"val",
-    );
+    expect_hit(&mut c, op::GATK, 4, Cas::Is(cas), 3, b"k", b"val");
     c.send(&request(op::GATKQ, &ttl, b"k", &[], 5, 0));
-    expect(
-        &mut c,
-        op::GATKQ,
-        0,
-        5,
-        Cas::Is(cas),
-        &flags4(3),
-        b"k",
-        b"val",
-    );
+    expect_hit(&mut c, op::GATKQ, 5, Cas::Is(cas), 3, b"k", b"val");
     // An exptime in the past expires the item.
     c.send(&request(
         op::TOUCH,
@@ -244,9 +243,9 @@ fn touch_and_gat() {
         6,
         0,
     ));
-    expect(&mut c, op::TOUCH, 0, 6, Cas::Is(cas), &flags4(3), &[], &[]);
+    expect_hit(&mut c, op::TOUCH, 6, Cas::Is(cas), 3, &[], &[]);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::Is(cas), &flags4(3), &[], b"val");
+    expect_hit(&mut c, op::GET, 0, Cas::Is(cas), 3, &[], b"val");
 }
 
 #[test]
@@ -278,7 +277,7 @@ fn storage_statuses_and_quiet_forms() {
     assert_eq!(&body, b"\0\0\0\x004");
     assert_eq!(cas_q[6..8], [0, 0]);
     c.send(&get(op::GET, b"q2", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"5");
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], b"5");
 }
 
 #[test]
@@ -316,7 +315,7 @@ fn cas_flows() {
     c.send(&set(b"k", b"y", 0, 0, cas2));
     let cas3 = expect_ok(&mut c, op::SET, 0, Cas::New);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::Is(cas3), &flags4(0), &[], b"y");
+    expect_hit(&mut c, op::GET, 0, Cas::Is(cas3), 0, &[], b"y");
     // delete compares a non-zero CAS.
     c.send(&request(op::DELETE, &[], b"k", &[], 0, cas2));
     expect_err(&mut c, op::DELETE, status::KEY_EEXISTS, 0);
@@ -332,25 +331,9 @@ fn cas_disabled() {
     c.send(&set(b"k", b"v", 0, 0, 77));
     expect_ok(&mut c, op::SET, 0, Cas::Zero);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::Zero, &flags4(0), &[], b"v");
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(1, 5, 0),
-        b"n",
-        &[],
-        0,
-        0,
-    ));
-    expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        0,
-        Cas::Zero,
-        &[],
-        &[],
-        &5u64.to_be_bytes(),
-    );
+    expect_hit(&mut c, op::GET, 0, Cas::Zero, 0, &[], b"v");
+    c.send(&arith(op::INCREMENT, b"n", 1, 5, 0, 0, 0));
+    expect_count(&mut c, op::INCREMENT, 0, Cas::Zero, 5);
     // delete with a CAS never matches an item without one.
     c.send(&request(op::DELETE, &[], b"k", &[], 0, 77));
     expect_err(&mut c, op::DELETE, status::KEY_EEXISTS, 0);
@@ -383,160 +366,36 @@ fn incr_decr() {
     let mut c = s.connect();
     let no = 0xffff_ffffu32;
     // Miss without creation.
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(1, 10, no),
-        b"n",
-        &[],
-        1,
-        0,
-    ));
+    c.send(&arith(op::INCREMENT, b"n", 1, 10, no, 1, 0));
     expect_err(&mut c, op::INCREMENT, status::KEY_ENOENT, 1);
-    c.send(&request(
-        op::DECREMENTQ,
-        &arith_extras(1, 10, no),
-        b"n",
-        &[],
-        2,
-        0,
-    ));
+    c.send(&arith(op::DECREMENTQ, b"n", 1, 10, no, 2, 0));
     expect_err(&mut c, op::DECREMENTQ, status::KEY_ENOENT, 2);
     // Miss with creation: the initial value, not the delta.
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(5, 10, 0),
-        b"n",
-        &[],
-        3,
-        0,
-    ));
-    let created = expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        3,
-        Cas::New,
-        &[],
-        &[],
-        &10u64.to_be_bytes(),
-    );
+    c.send(&arith(op::INCREMENT, b"n", 5, 10, 0, 3, 0));
+    let created = expect_count(&mut c, op::INCREMENT, 3, Cas::New, 10);
     c.send(&get(op::GET, b"n", 0));
-    expect(
-        &mut c,
-        op::GET,
-        0,
-        0,
-        Cas::Is(created),
-        &flags4(0),
-        &[],
-        b"10",
-    );
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(5, 10, 0),
-        b"n",
-        &[],
-        4,
-        0,
-    ));
-    let cas = expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        4,
-        Cas::New,
-        &[],
-        &[],
-        &15u64.to_be_bytes(),
-    );
+    expect_hit(&mut c, op::GET, 0, Cas::Is(created), 0, &[], b"10");
+    c.send(&arith(op::INCREMENT, b"n", 5, 10, 0, 4, 0));
+    let cas = expect_count(&mut c, op::INCREMENT, 4, Cas::New, 15);
     assert_ne!(cas, created);
-    c.send(&request(
-        op::DECREMENT,
-        &arith_extras(100, 0, 0),
-        b"n",
-        &[],
-        5,
-        0,
-    ));
-    let cas = expect(
-        &mut c,
-        op::DECREMENT,
-        0,
-        5,
-        Cas::New,
-        &[],
-        &[],
-        &0u64.to_be_bytes(),
-    );
+    c.send(&arith(op::DECREMENT, b"n", 100, 0, 0, 5, 0));
+    let cas = expect_count(&mut c, op::DECREMENT, 5, Cas::New, 0);
     // CAS compare.
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(1, 0, 0),
-        b"n",
-        &[],
-        6,
-        cas + 99,
-    ));
+    c.send(&arith(op::INCREMENT, b"n", 1, 0, 0, 6, cas + 99));
     expect_err(&mut c, op::INCREMENT, status::KEY_EEXISTS, 6);
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(1, 0, 0),
-        b"n",
-        &[],
-        7,
-        cas,
-    ));
-    expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        7,
-        Cas::New,
-        &[],
-        &[],
-        &1u64.to_be_bytes(),
-    );
+    c.send(&arith(op::INCREMENT, b"n", 1, 0, 0, 7, cas));
+    expect_count(&mut c, op::INCREMENT, 7, Cas::New, 1);
     // Quiet success is silent.
-    c.send(&request(
-        op::INCREMENTQ,
-        &arith_extras(1, 0, 0),
-        b"n",
-        &[],
-        8,
-        0,
-    ));
+    c.send(&arith(op::INCREMENTQ, b"n", 1, 0, 0, 8, 0));
     sync(&mut c);
     c.send(&get(op::GET, b"n", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"2 ");
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], b"2 ");
     // Wraps at 2^64.
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(u64::MAX, 0, 0),
-        b"n",
-        &[],
-        9,
-        0,
-    ));
-    expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        9,
-        Cas::New,
-        &[],
-        &[],
-        &1u64.to_be_bytes(),
-    );
+    c.send(&arith(op::INCREMENT, b"n", u64::MAX, 0, 0, 9, 0));
+    expect_count(&mut c, op::INCREMENT, 9, Cas::New, 1);
     // Non-numeric.
     put(&mut c, b"s", b"abc", 0);
-    c.send(&request(
-        op::DECREMENT,
-        &arith_extras(1, 0, 0),
-        b"s",
-        &[],
-        10,
-        0,
-    ));
+    c.send(&arith(op::DECREMENT, b"s", 1, 0, 0, 10, 0));
     expect_err(&mut c, op::DECREMENT, status::DELTA_BADVAL, 10);
 }
 
@@ -558,7 +417,7 @@ fn append_prepend() {
     expect_ok(&mut c, op::PREPEND, 5, Cas::New);
     c.send(&request(op::APPENDQ, &[], b"k", b"!", 6, 0));
     c.send(&get(op::GET, b"k", 7));
-    expect(&mut c, op::GET, 0, 7, Cas::New, &flags4(42), &[], b"<mid>!");
+    expect_hit(&mut c, op::GET, 7, Cas::New, 42, &[], b"<mid>!");
 }
 
 #[test]
@@ -580,7 +439,7 @@ fn flush_noop_version_quit() {
     c.send(&request(op::FLUSH, &100u32.to_be_bytes(), &[], &[], 3, 0));
     expect_ok(&mut c, op::FLUSH, 3, Cas::Zero);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"v");
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], b"v");
 
     c.send(&request(op::VERSION, &[], &[], &[], 4, 0));
     let head = c.read_exact_bytes(24);
@@ -718,14 +577,14 @@ fn too_large_values_are_swallowed() {
     expect_err(&mut c, op::ADDQ, status::E2BIG, 2);
     expect_ok(&mut c, op::NOOP, 0, Cas::Zero);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"old");
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], b"old");
 }
 
 /// After a refused request the server must still serve everyone, with data intact.
 fn assert_alive(s: &Server, key: &[u8], value: &[u8]) {
     let mut c = s.connect();
     c.send(&get(op::GET, key, 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], value);
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], value);
 }
 
 /// Sends `bytes` on a fresh connection and expects one error response, then a
@@ -737,11 +596,24 @@ fn expect_error_then_close(s: &Server, bytes: &[u8], opcode: u8, st: u16) {
     c.expect_closed();
 }
 
+/// [`expect_error_then_close`] for a raw header with the given lengths, opaque
+/// and CAS 0.
+fn raw_error_then_close(s: &Server, opcode: u8, lens: (u16, u8, u32), body: &[u8], st: u16) {
+    let (keylen, extlen, bodylen) = lens;
+    let bytes = raw(opcode, keylen, extlen, bodylen, 0, 0, body);
+    expect_error_then_close(s, &bytes, opcode, st);
+}
+
+/// A server holding `keep` = `safe`, which [`assert_alive`] checks afterwards.
+fn server_with_keep() -> Server {
+    let s = Server::tcp(&[]);
+    put(&mut s.connect(), b"keep", b"safe", 0);
+    s
+}
+
 #[test]
 fn malformed_length_matrix() {
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    put(&mut c, b"keep", b"safe", 0);
+    let s = server_with_keep();
     // keylen > bodylen, and keylen + extlen > bodylen: unknown command, close.
     expect_error_then_close(
         &s,
@@ -750,12 +622,7 @@ fn malformed_length_matrix() {
         op::GET,
         status::UNKNOWN_COMMAND,
     );
-    expect_error_then_close(
-        &s,
-        &raw(op::SET, 1, 8, 8, 0, 0, &[0; 9]),
-        op::SET,
-        status::UNKNOWN_COMMAND,
-    );
+    raw_error_then_close(&s, op::SET, (1, 8, 8), &[0; 9], status::UNKNOWN_COMMAND);
     // keylen > 250: invalid arguments, close.
     expect_error_then_close(
         &s,
@@ -820,16 +687,7 @@ fn malformed_length_matrix() {
     c.send(&b[..10]);
     std::thread::sleep(std::time::Duration::from_millis(50));
     c.send(&b[10..]);
-    expect(
-        &mut c,
-        op::GETK,
-        0,
-        11,
-        Cas::New,
-        &flags4(0),
-        b"keep",
-        b"safe",
-    );
+    expect_hit(&mut c, op::GETK, 11, Cas::New, 0, b"keep", b"safe");
     // Huge declared bodies on a storage command are refused before allocation.
     let mut c = s.connect();
     c.send(&raw(
@@ -848,18 +706,11 @@ fn malformed_length_matrix() {
 #[test]
 fn cve_2016_8704_append_integer_overflow() {
     // APPENDQ/PREPENDQ with bodylen < keylen: vlen = bodylen - keylen underflowed.
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    put(&mut c, b"keep", b"safe", 0);
+    let s = server_with_keep();
     for o in [op::APPENDQ, op::PREPENDQ, op::APPEND, op::PREPEND] {
         let mut body = vec![b'k'; 0xfa];
         body.extend_from_slice(&[b'v'; 16]);
-        expect_error_then_close(
-            &s,
-            &raw(o, 0xfa, 0, 0xf0, 0, 0, &body),
-            o,
-            status::UNKNOWN_COMMAND,
-        );
+        raw_error_then_close(&s, o, (0xfa, 0, 0xf0), &body, status::UNKNOWN_COMMAND);
     }
     assert_alive(&s, b"keep", b"safe");
 }
@@ -867,9 +718,7 @@ fn cve_2016_8704_append_integer_overflow() {
 #[test]
 fn cve_2016_8705_update_underflow() {
     // SET/ADD/REPLACE(Q) whose bodylen is below keylen + extlen.
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    put(&mut c, b"keep", b"safe", 0);
+    let s = server_with_keep();
     for o in [
         op::SET,
         op::SETQ,
@@ -880,35 +729,24 @@ fn cve_2016_8705_update_underflow() {
     ] {
         let mut body = vec![0u8; 8];
         body.extend_from_slice(&[b'k'; 0xfa]);
-        expect_error_then_close(
-            &s,
-            &raw(o, 0xfa, 8, 2, 0, 0, &body),
-            o,
-            status::UNKNOWN_COMMAND,
-        );
+        raw_error_then_close(&s, o, (0xfa, 8, 2), &body, status::UNKNOWN_COMMAND);
     }
     // keylen + extlen == bodylen + 1 exactly.
-    expect_error_then_close(
-        &s,
-        &raw(op::SET, 4, 8, 11, 0, 0, &[0; 12]),
-        op::SET,
-        status::UNKNOWN_COMMAND,
-    );
+    raw_error_then_close(&s, op::SET, (4, 8, 11), &[0; 12], status::UNKNOWN_COMMAND);
     assert_alive(&s, b"keep", b"safe");
 }
 
 #[test]
 fn cve_2016_8706_sasl_auth_lengths() {
     // SASL_AUTH with bodylen < keylen (without -S, still validated first).
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    put(&mut c, b"keep", b"safe", 0);
+    let s = server_with_keep();
     let mut body = vec![b'M'; 0x20];
     body.extend_from_slice(b"data");
-    expect_error_then_close(
+    raw_error_then_close(
         &s,
-        &raw(op::SASL_AUTH, 0x20, 0, 0x10, 0, 0, &body),
         op::SASL_AUTH,
+        (0x20, 0, 0x10),
+        &body,
         status::UNKNOWN_COMMAND,
     );
     assert_alive(&s, b"keep", b"safe");
@@ -917,17 +755,10 @@ fn cve_2016_8706_sasl_auth_lengths() {
 #[test]
 fn cve_2020_10931_large_extlen() {
     // Large extlen overflowed memcached's extras buffer in try_read_command_binary.
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    put(&mut c, b"keep", b"safe", 0);
+    let s = server_with_keep();
     for o in [op::SASL_AUTH, op::GET, op::INCREMENT, op::SET, op::FLUSH] {
         let body = vec![0xffu8; 0xff + 5];
-        expect_error_then_close(
-            &s,
-            &raw(o, 5, 0xff, 0xff + 5, 0, 0, &body),
-            o,
-            status::EINVAL,
-        );
+        raw_error_then_close(&s, o, (5, 0xff, 0xff + 5), &body, status::EINVAL);
     }
     assert_alive(&s, b"keep", b"safe");
 }
@@ -960,7 +791,7 @@ fn protocol_selection() {
     let mut b = s.connect();
     t.call(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
     b.send(&get(op::GET, b"k", 0));
-    expect(&mut b, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"v");
+    expect_hit(&mut b, op::GET, 0, Cas::New, 0, &[], b"v");
     // A binary connection stays binary.
     b.send(b"get k\r\nget k\r\nget k\r\nget k\r\n");
     b.expect_closed();
@@ -973,26 +804,10 @@ fn stats_count_binary_commands() {
     let mut c = s.connect();
     put(&mut c, b"k", b"1", 0);
     c.send(&get(op::GET, b"k", 0));
-    expect(&mut c, op::GET, 0, 0, Cas::New, &flags4(0), &[], b"1");
+    expect_hit(&mut c, op::GET, 0, Cas::New, 0, &[], b"1");
     c.send(&get(op::GETQ, b"x", 0));
-    c.send(&request(
-        op::INCREMENT,
-        &arith_extras(1, 0, 0),
-        b"k",
-        &[],
-        0,
-        0,
-    ));
-    expect(
-        &mut c,
-        op::INCREMENT,
-        0,
-        0,
-        Cas::New,
-        &[],
-        &[],
-        &2u64.to_be_bytes(),
-    );
+    c.send(&arith(op::INCREMENT, b"k", 1, 0, 0, 0, 0));
+    expect_count(&mut c, op::INCREMENT, 0, Cas::New, 2);
     c.send(&request(op::TOUCH, &[0; 4], b"x", &[], 0, 0));
     expect_err(&mut c, op::TOUCH, status::KEY_ENOENT, 0);
     let mut t = s.connect();

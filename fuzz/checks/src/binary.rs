@@ -21,6 +21,8 @@
 use memcrab_proto::binary::{self as bin, client, Frame, Header, Reject, Request, HEADER_LEN};
 use memcrab_proto::text;
 
+use crate::Step;
+
 /// `-I` for the model: small, so short inputs reach the too-large path.
 const ITEM_SIZE_MAX: usize = 2048;
 
@@ -41,103 +43,89 @@ fn drive(chunks: &[&[u8]], sasl: bool) -> Vec<String> {
         ..text::Config::default()
     };
     let mut events = Vec::new();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut swallow = 0usize;
-    for chunk in chunks {
-        buf.extend_from_slice(chunk);
-        loop {
-            if swallow > 0 {
-                let n = swallow.min(buf.len());
-                buf.drain(..n);
-                swallow -= n;
-                if swallow > 0 {
-                    break;
+    crate::read_loop(chunks, |buf| {
+        let (header, extras, key) = match bin::frame(buf) {
+            Frame::NeedMore => {
+                if let Some(h) = Header::parse(buf) {
+                    assert!(buf.len() < h.prefix_len(), "NeedMore with a whole prefix");
+                    assert!(h.prefix_len() <= HEADER_LEN + 255 + 65_535);
+                } else {
+                    assert!(buf.len() < HEADER_LEN);
                 }
-                continue;
+                return Step::Wait;
             }
-            let (header, extras, key) = match bin::frame(&buf) {
-                Frame::NeedMore => {
-                    if let Some(h) = Header::parse(&buf) {
-                        assert!(buf.len() < h.prefix_len(), "NeedMore with a whole prefix");
-                        assert!(h.prefix_len() <= HEADER_LEN + 255 + 65_535);
-                    } else {
-                        assert!(buf.len() < HEADER_LEN);
-                    }
-                    break;
-                }
-                Frame::BadMagic => {
-                    assert_ne!(buf[0], bin::REQ_MAGIC);
-                    events.push("close: bad magic".to_string());
-                    return events;
-                }
-                Frame::Packet {
-                    header,
-                    extras,
-                    key,
-                } => (header, extras, key),
-            };
-            let prefix = header.prefix_len();
-            assert_eq!(extras.len(), usize::from(header.extlen));
-            assert_eq!(key.len(), usize::from(header.keylen));
-            assert!(prefix <= buf.len());
-            let req = match bin::decode(&header, extras, key, sasl, false) {
-                Ok(r) => r,
-                Err(Reject::Close(st)) => {
-                    events.push(format!("close: {st:#x}"));
-                    return events;
-                }
-                Err(Reject::Swallow(st, n)) => {
-                    assert!(n <= header.bodylen as usize, "swallow {n} > bodylen");
-                    events.push(format!("swallow {n}: {st:#x}"));
-                    swallow = n;
-                    buf.drain(..prefix);
-                    continue;
-                }
-            };
-            check_request(&header, &req);
-            let value_len = match req {
-                Request::Store {
-                    key,
-                    flags,
-                    value_len,
-                    ..
-                } => {
-                    if !text::item_size_ok(key.len(), flags, value_len, &cfg) {
-                        events.push(format!("too large: {value_len}"));
-                        swallow = value_len;
-                        buf.drain(..prefix);
-                        continue;
-                    }
-                    value_len
-                }
-                Request::SaslAuth {
-                    mech, value_len, ..
-                } => {
-                    if !text::item_size_ok(mech.len(), 0, value_len, &cfg) {
-                        events.push(format!("sasl too large: {value_len}"));
-                        swallow = value_len;
-                        buf.drain(..prefix);
-                        continue;
-                    }
-                    value_len
-                }
-                _ => 0,
-            };
-            // The invariant behind CVE-2011-4971: nothing waits for (or allocates)
-            // more value bytes than an item may hold.
-            assert!(value_len <= ITEM_SIZE_MAX, "waiting for {value_len} bytes");
-            let Some(value) = buf.get(prefix..prefix + value_len) else {
-                break;
-            };
-            round_trip(&header, &req, extras, key, value);
-            events.push(format!("{req:?} value={value:?}"));
-            let quit = matches!(req, Request::Quit { .. });
-            buf.drain(..prefix + value_len);
-            if quit {
-                return events;
+            Frame::BadMagic => {
+                assert_ne!(buf[0], bin::REQ_MAGIC);
+                events.push("close: bad magic".to_string());
+                return Step::Stop;
             }
+            Frame::Packet {
+                header,
+                extras,
+                key,
+            } => (header, extras, key),
+        };
+        let prefix = header.prefix_len();
+        assert_eq!(extras.len(), usize::from(header.extlen));
+        assert_eq!(key.len(), usize::from(header.keylen));
+        assert!(prefix <= buf.len());
+        let req = match bin::decode(&header, extras, key, sasl, false) {
+            Ok(r) => r,
+            Err(Reject::Close(st)) => {
+                events.push(format!("close: {st:#x}"));
+                return Step::Stop;
+            }
+            Err(Reject::Swallow(st, n)) => {
+                assert!(n <= header.bodylen as usize, "swallow {n} > bodylen");
+                events.push(format!("swallow {n}: {st:#x}"));
+                return Step::Consume {
+                    used: prefix,
+                    swallow: n,
+                };
+            }
+        };
+        check_request(&header, &req);
+        let (value_len, too_large) = match req {
+            Request::Store {
+                key,
+                flags,
+                value_len,
+                ..
+            } => (
+                value_len,
+                (!text::item_size_ok(key.len(), flags, value_len, &cfg)).then_some("too large"),
+            ),
+            Request::SaslAuth {
+                mech, value_len, ..
+            } => (
+                value_len,
+                (!text::item_size_ok(mech.len(), 0, value_len, &cfg)).then_some("sasl too large"),
+            ),
+            _ => (0, None),
+        };
+        if let Some(what) = too_large {
+            events.push(format!("{what}: {value_len}"));
+            return Step::Consume {
+                used: prefix,
+                swallow: value_len,
+            };
         }
-    }
+        // The invariant behind CVE-2011-4971: nothing waits for (or allocates)
+        // more value bytes than an item may hold.
+        assert!(value_len <= ITEM_SIZE_MAX, "waiting for {value_len} bytes");
+        let Some(value) = buf.get(prefix..prefix + value_len) else {
+            return Step::Wait;
+        };
+        round_trip(&header, &req, extras, key, value);
+        events.push(format!("{req:?} value={value:?}"));
+        if matches!(req, Request::Quit { .. }) {
+            return Step::Stop;
+        }
+        Step::Consume {
+            used: prefix + value_len,
+            swallow: 0,
+        }
+    });
     events
 }
 

@@ -23,6 +23,46 @@ pub use binary::binary;
 pub use store::store;
 pub use text::{meta, text};
 
+/// What a read-loop model does with the front of its buffer.
+enum Step {
+    /// Wait for the next chunk.
+    Wait,
+    /// Drop `used` bytes, then discard the next `swallow` bytes as they arrive.
+    Consume { used: usize, swallow: usize },
+    /// The connection is done (closed or quit).
+    Stop,
+}
+
+/// The server's read loop, as the models share it: feeds `chunks` one after the other
+/// into a buffer, discards what a request said to swallow as it arrives, and hands
+/// the rest to `step` until it waits for more or stops.
+fn read_loop(chunks: &[&[u8]], mut step: impl FnMut(&[u8]) -> Step) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut swallow = 0usize;
+    for chunk in chunks {
+        buf.extend_from_slice(chunk);
+        loop {
+            if swallow > 0 {
+                let n = swallow.min(buf.len());
+                buf.drain(..n);
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+                continue;
+            }
+            match step(&buf) {
+                Step::Wait => break,
+                Step::Consume { used, swallow: n } => {
+                    buf.drain(..used);
+                    swallow = n;
+                }
+                Step::Stop => return,
+            }
+        }
+    }
+}
+
 /// The split point a fuzz input picks for the "fed in two pieces" checks: taken from
 /// the input's first two bytes so libFuzzer can steer it.
 fn split_point(data: &[u8]) -> usize {

@@ -246,15 +246,28 @@ struct Under {
     cas: HashMap<Vec<u8>, u64>,
 }
 
-/// Runs `op` on one engine; returns the result with CAS uniques masked.
-fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
-    let check = |got: u64, explicit: Option<u64>| {
+impl Under {
+    /// Remembers `got`, the CAS unique the engine reported for `key`, and checks it:
+    /// the `explicit` one when one was asked for (and `explicit_ok`), else not 0.
+    /// Returns its mask.
+    fn reported(
+        &mut self,
+        key: &[u8],
+        got: u64,
+        explicit: Option<u64>,
+        explicit_ok: bool,
+    ) -> &'static str {
+        self.cas.insert(key.to_vec(), got);
         match explicit {
             Some(x) if explicit_ok => assert_eq!(got, x, "explicit CAS not applied"),
             _ => assert_ne!(got, 0, "a CAS unique of 0 with CAS on"),
         }
         "cas"
-    };
+    }
+}
+
+/// Runs `op` on one engine; returns the result with CAS uniques masked.
+fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
     match op {
         Op::Store {
             mode,
@@ -283,8 +296,7 @@ fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
             let res = u.engine.store(m, key, *flags, *exptime, value, &opts);
             match res {
                 StoreResult::Stored(c) => {
-                    u.cas.insert(key.clone(), c);
-                    format!("Stored({})", check(c, *new_cas))
+                    format!("Stored({})", u.reported(key, c, *new_cas, explicit_ok))
                 }
                 other => format!("{other:?}"),
             }
@@ -324,8 +336,7 @@ fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
             assert_eq!(fetch.is_hit(), seen.is_some(), "hit without a visit");
             match seen {
                 Some((v, fl, c, e, a, f, s, t, cr)) => {
-                    u.cas.insert(key.clone(), c);
-                    let c = check(c, if cr { *new_cas } else { None });
+                    let c = u.reported(key, c, if cr { *new_cas } else { None }, explicit_ok);
                     format!("{fetch:?} {v:?} {fl} {c} exp={e} at={a} f={f} s={s} t={t} cr={cr}")
                 }
                 None => format!("{fetch:?}"),
@@ -347,8 +358,7 @@ fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
             };
             match u.engine.delete(key, &opts) {
                 DeleteResult::Invalidated(c) => {
-                    u.cas.insert(key.clone(), c);
-                    format!("Invalidated({})", check(c, *new_cas))
+                    format!("Invalidated({})", u.reported(key, c, *new_cas, explicit_ok))
                 }
                 other => format!("{other:?}"),
             }
@@ -370,8 +380,7 @@ fn run(u: &mut Under, op: &Op, explicit_ok: bool) -> String {
             };
             match u.engine.delta(key, *incr, *delta, &opts) {
                 Delta::Value(c) => {
-                    u.cas.insert(key.clone(), c.cas);
-                    let cs = check(c.cas, *new_cas);
+                    let cs = u.reported(key, c.cas, *new_cas, explicit_ok);
                     format!("Value({} {cs} exp={} cr={})", c.value, c.exptime, c.created)
                 }
                 other => format!("{other:?}"),

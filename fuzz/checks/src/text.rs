@@ -17,6 +17,8 @@
 use memcrab_proto::meta::{self, Meta};
 use memcrab_proto::text::{self, client, Config, Error, Request, KEY_MAX_LEN};
 
+use crate::Step;
+
 /// The `text` fuzz target.
 pub fn text(data: &[u8]) {
     stream_checks(data);
@@ -67,47 +69,34 @@ fn stream_checks(data: &[u8]) {
 /// and returns what was parsed, each request in a canonical form.
 fn drive(chunks: &[&[u8]], cfg: &Config) -> Vec<String> {
     let mut events = Vec::new();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut swallow = 0usize;
-    for chunk in chunks {
-        buf.extend_from_slice(chunk);
-        loop {
-            if swallow > 0 {
-                let n = swallow.min(buf.len());
-                buf.drain(..n);
-                swallow -= n;
-                if swallow > 0 {
-                    break;
-                }
-                continue;
-            }
-            let Some((result, used)) = text::parse(&buf, cfg) else {
-                break;
-            };
-            assert!(used > 0, "parse made no progress");
-            assert!(used <= buf.len(), "consumed {used} of {} bytes", buf.len());
-            match &result {
-                Ok(req) => {
-                    check_request(req, cfg);
-                    round_trip(req, cfg);
-                    events.push(canon(req));
-                    swallow = swallow_after(req);
-                    if matches!(req, Request::Quit) {
-                        return events;
-                    }
-                }
-                Err(e) => {
-                    events.push(format!("close: {e:?}"));
-                    if matches!(e, Error::LineTooLong | Error::Http) {
-                        return events;
-                    }
-                    let last = events.last_mut().expect("just pushed");
-                    *last = format!("error: {e:?}");
+    crate::read_loop(chunks, |buf| {
+        let Some((result, used)) = text::parse(buf, cfg) else {
+            return Step::Wait;
+        };
+        assert!(used > 0, "parse made no progress");
+        assert!(used <= buf.len(), "consumed {used} of {} bytes", buf.len());
+        let mut swallow = 0;
+        match &result {
+            Ok(req) => {
+                check_request(req, cfg);
+                round_trip(req, cfg);
+                events.push(canon(req));
+                swallow = swallow_after(req);
+                if matches!(req, Request::Quit) {
+                    return Step::Stop;
                 }
             }
-            buf.drain(..used);
+            Err(e) => {
+                events.push(format!("close: {e:?}"));
+                if matches!(e, Error::LineTooLong | Error::Http) {
+                    return Step::Stop;
+                }
+                let last = events.last_mut().expect("just pushed");
+                *last = format!("error: {e:?}");
+            }
         }
-    }
+        Step::Consume { used, swallow }
+    });
     events
 }
 

@@ -70,19 +70,27 @@ pub fn show(b: &[u8]) -> String {
     }
 }
 
+/// Creates a fresh, empty directory `memcrab-<tag>-<pid>-<n>` under the system
+/// temp dir (unique within this process) and returns its path.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    // Relaxed: the counter only has to hand out distinct numbers.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "memcrab-{tag}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&path);
+    fs::create_dir_all(&path).expect("create test temp dir");
+    path
+}
+
 /// A scratch directory for one server, removed on drop.
 struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "memcrab-it-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create test temp dir");
+        let path = scratch_dir("it");
         if against_memcached() {
             // memcached drops to `nobody` before writing its port file / socket.
             use std::os::unix::fs::PermissionsExt;

@@ -1,5 +1,9 @@
 package memcrab;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.io.File;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -8,8 +12,13 @@ import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.junit.jupiter.params.provider.Arguments;
 
 /**
  * Starts real servers (memcached, the oracle, or memcrab) on free loopback ports.
@@ -96,6 +105,71 @@ final class Servers {
 
     static Server start(String kind, String... extra) throws Exception {
         return start(kind, Map.of(), extra);
+    }
+
+    /** The client suites' parameters: each server kind, over text and over binary. */
+    static Stream<Arguments> targets() {
+        return KINDS.stream().flatMap(k -> Stream.of(Arguments.of(k, "text"), Arguments.of(k, "binary")));
+    }
+
+    /** After a test: shuts the client down, then kills the server (each when there is one). */
+    static void stop(AutoCloseable client, Server server) throws Exception {
+        if (client != null) {
+            client.close();
+        }
+        if (server != null) {
+            server.close();
+        }
+    }
+
+    /** Asserts a value read back equals the one stored (byte arrays by content). */
+    static void assertSameValue(Object want, Object got) {
+        if (want instanceof byte[] bytes) {
+            assertArrayEquals(bytes, (byte[]) got);
+        } else {
+            assertEquals(want, got);
+        }
+    }
+
+    /** Stores one item through a client. */
+    interface Store {
+        void set(String key, Object value) throws Exception;
+    }
+
+    /** Stores {@code n} items for a multi-get, m0 = v0, m1 = v1, ..., and returns them. */
+    static Map<String, Object> storeNumbered(int n, Store store) throws Exception {
+        Map<String, Object> items = new HashMap<>();
+        for (int i = 0; i < n; i++) {
+            items.put("m" + i, "v" + i);
+            store.set("m" + i, "v" + i);
+        }
+        return items;
+    }
+
+    /** The keys of {@code items} plus one that is absent. */
+    static List<String> keysAndAbsent(Map<String, ?> items) {
+        List<String> keys = new ArrayList<>(items.keySet());
+        keys.add("absent");
+        return keys;
+    }
+
+    /** {@code n} bytes from a {@link Random} seeded with {@code seed}. */
+    static byte[] randomBytes(int n, long seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return b;
+    }
+
+    /**
+     * The checks both suites make after one set and one hit of "a": the (only)
+     * server's stats count them, and its version is 1.6.x.
+     */
+    static void assertOneItemOneHit(Collection<Map<String, String>> stats, Collection<String> versions) {
+        Map<String, String> s = stats.iterator().next();
+        assertEquals("1", s.get("curr_items"));
+        assertEquals("1", s.get("get_hits"));
+        String version = versions.iterator().next();
+        assertTrue(version.startsWith("1.6."), version);
     }
 
     static File tempFile(String content) throws IOException {

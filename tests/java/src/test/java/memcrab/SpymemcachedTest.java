@@ -8,13 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.net.InetSocketAddress;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.ExecutionException;
-import java.util.stream.Stream;
 import net.spy.memcached.BinaryConnectionFactory;
 import net.spy.memcached.CASResponse;
 import net.spy.memcached.CASValue;
@@ -27,9 +24,6 @@ import net.spy.memcached.auth.PlainCallbackHandler;
 import net.spy.memcached.internal.OperationFuture;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.Arguments;
-import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * spymemcached with its text (DefaultConnectionFactory) and binary
@@ -40,11 +34,6 @@ class SpymemcachedTest {
     private Servers.Server server;
     private MemcachedClient client;
 
-    static Stream<Arguments> targets() {
-        return Servers.KINDS.stream()
-                .flatMap(k -> Stream.of(Arguments.of(k, "text"), Arguments.of(k, "binary")));
-    }
-
     private MemcachedClient open(String kind, String protocol) throws Exception {
         server = Servers.start(kind);
         ConnectionFactory cf =
@@ -54,34 +43,22 @@ class SpymemcachedTest {
     }
 
     @AfterEach
-    void tearDown() {
-        if (client != null) {
-            client.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
+    void tearDown() throws Exception {
+        Servers.stop(client == null ? null : client::shutdown, server);
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void setGetTranscoders(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.get("missing"));
         Object[] values = {"text", 42, 1L << 40, 1.5d, true, (byte) 7, new byte[] {0, 1, 2}, new HashMap<>(Map.of("a", 1))};
         for (Object v : values) {
             assertTrue(c.set("k", 0, v).get());
-            Object got = c.get("k");
-            if (v instanceof byte[] b) {
-                assertArrayEquals(b, (byte[]) got);
-            } else {
-                assertEquals(v, got);
-            }
+            Servers.assertSameValue(v, c.get("k"));
         }
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void addReplaceAppendPrepend(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.replace("k", 0, "1").get());
@@ -95,8 +72,7 @@ class SpymemcachedTest {
         assertFalse(c.prepend(0, "nokey", "x").get());
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void getsCas(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertNull(c.gets("missing"));
@@ -109,22 +85,14 @@ class SpymemcachedTest {
         assertEquals("b", c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void getBulk(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
-        Map<String, Object> want = new HashMap<>();
-        for (int i = 0; i < 100; i++) {
-            c.set("m" + i, 0, "v" + i);
-            want.put("m" + i, "v" + i);
-        }
-        List<String> keys = new java.util.ArrayList<>(want.keySet());
-        keys.add("absent");
-        assertEquals(want, c.getBulk(keys));
+        Map<String, Object> want = Servers.storeNumbered(100, (k, v) -> c.set(k, 0, v));
+        assertEquals(want, c.getBulk(Servers.keysAndAbsent(want)));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void delete(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.delete("k").get());
@@ -133,8 +101,7 @@ class SpymemcachedTest {
         assertNull(c.get("k"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void incrDecr(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertEquals(-1, c.incr("n", 1));
@@ -152,8 +119,7 @@ class SpymemcachedTest {
         assertEquals("abc", c.get("s"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void touchGatExpiry(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.touch("missing", 10).get());
@@ -180,16 +146,13 @@ class SpymemcachedTest {
         assertNull(c.get("gone"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void largeValues(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
-        byte[] big = new byte[1024 * 1024 - 512];
-        new Random(1).nextBytes(big);
+        byte[] big = Servers.randomBytes(1024 * 1024 - 512, 1);
         assertTrue(c.set("big", 0, big).get());
         assertArrayEquals(big, (byte[]) c.get("big"));
-        byte[] huge = new byte[1024 * 1024 + 1];
-        new Random(2).nextBytes(huge);
+        byte[] huge = Servers.randomBytes(1024 * 1024 + 1, 2);
         // spymemcached refuses values over its transcoder's 20 MB limit only; the
         // server must reject this one: binary status 3 (false), text
         // SERVER_ERROR object too large for cache (an exception).
@@ -204,18 +167,12 @@ class SpymemcachedTest {
         assertArrayEquals(big, (byte[]) c.get("big"));
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("targets")
+    @EachTarget
     void flushStatsVersion(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         c.set("a", 0, "1").get();
         c.get("a");
-        Map<java.net.SocketAddress, Map<String, String>> stats = c.getStats();
-        Map<String, String> s = stats.values().iterator().next();
-        assertEquals("1", s.get("curr_items"));
-        assertEquals("1", s.get("get_hits"));
-        String version = c.getVersions().values().iterator().next();
-        assertTrue(version.startsWith("1.6."), version);
+        Servers.assertOneItemOneHit(c.getStats().values(), c.getVersions().values());
         assertTrue(c.flush().get());
         assertNull(c.get("a"));
     }
