@@ -704,10 +704,13 @@ impl Seg {
             self.reclaim_limbo(arena);
             let limit = self.limit.load(Ordering::Relaxed);
             let can_grow = arena.used + u64::from(self.seg_size) <= limit;
-            if can_grow {
+            if can_grow && self.evict {
                 // Keep two segments on their way to the free list (see
                 // compact_mostly_dead): what this compacts is free for a later call,
-                // once readers have left it, so nobody waits for readers.
+                // once readers have left it, so nobody waits for readers. Not under
+                // -M, whose own compaction (evict_one) keeps the spare for its moves:
+                // there a compacted segment could end up as an idle spare while
+                // stores answer out of memory.
                 while arena.free.len() + arena.limbo.len() < 2 && self.compact_mostly_dead(arena) {}
             }
             if let Some(id) = arena.free.pop() {
