@@ -4,7 +4,8 @@
 //! criterion's throughput is operations per second across threads.
 //!
 //! `cargo bench -p memcrab-store --bench engine` (both engines, 1 and 2 threads);
-//! `MEMCRAB_BENCH_THREADS=1,2,4,8,16 MEMCRAB_BENCH_ENGINES=seg` selects others.
+//! `MEMCRAB_BENCH_THREADS=1,2,4,8,16 MEMCRAB_BENCH_ENGINES=seg` selects others, and
+//! `MEMCRAB_BENCH_KEYS` the key count.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -14,7 +15,14 @@ use memcrab_store::reference::Reference;
 use memcrab_store::seg::Seg;
 use memcrab_store::{Clock, Config, Engine, GetOpts, Mode, StoreOpts};
 
-const KEYS: u64 = 100_000;
+/// Keys in the key space: 100k by default (13 MB of items, which fits in a 32 MiB
+/// L3); `MEMCRAB_BENCH_KEYS=1000000` makes most lookups miss every cache.
+fn keys() -> u64 {
+    std::env::var("MEMCRAB_BENCH_KEYS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(100_000)
+}
 
 /// `key:` and 12 zero-padded digits, without allocating.
 fn key(buf: &mut Vec<u8>, mut i: u64) {
@@ -34,6 +42,7 @@ fn run(engine: &Arc<dyn Engine>, threads: usize, iters: u64) -> Duration {
             std::thread::spawn(move || {
                 let value = [b'v'; 100];
                 let mut k = Vec::with_capacity(32);
+                let nkeys = keys();
                 // xorshift: cheap, and different per thread.
                 let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
                 b.wait();
@@ -42,7 +51,7 @@ fn run(engine: &Arc<dyn Engine>, threads: usize, iters: u64) -> Duration {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    key(&mut k, x % KEYS);
+                    key(&mut k, x % nkeys);
                     if x.is_multiple_of(10) {
                         e.store(Mode::Set, &k, 0, 0, &value, &StoreOpts::default());
                     } else if e
@@ -81,7 +90,7 @@ fn build(name: &str, limit_mb: u64) -> Arc<dyn Engine> {
     };
     let value = [b'v'; 100];
     let mut k = Vec::new();
-    for i in 0..KEYS {
+    for i in 0..keys() {
         key(&mut k, i);
         e.store(Mode::Set, &k, 0, 0, &value, &StoreOpts::default());
     }

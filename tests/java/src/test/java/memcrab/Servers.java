@@ -81,6 +81,7 @@ final class Servers {
         }
         cmd.addAll(List.of(extra));
         Path log = Files.createTempFile("memcrab-java-", ".log");
+        log.toFile().deleteOnExit();
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
         pb.environment().putAll(env);
         Process p = pb.start();
