@@ -150,11 +150,7 @@ pub enum Frame<'a> {
     /// The first byte is not the request magic: memcached closes at once.
     BadMagic,
     /// Header, extras and key are buffered (the value, if any, may not be).
-    Packet {
-        header: Header,
-        extras: &'a [u8],
-        key: &'a [u8],
-    },
+    Packet(Header, &'a [u8], &'a [u8]),
 }
 
 /// Splits the header, extras and key off `input` without copying.
@@ -168,11 +164,7 @@ pub fn frame(input: &[u8]) -> Frame<'_> {
     let ext_end = HEADER_LEN + usize::from(header.extlen);
     let key_end = ext_end + usize::from(header.keylen);
     match (input.get(HEADER_LEN..ext_end), input.get(ext_end..key_end)) {
-        (Some(extras), Some(key)) => Frame::Packet {
-            header,
-            extras,
-            key,
-        },
+        (Some(extras), Some(key)) => Frame::Packet(header, extras, key),
         _ => Frame::NeedMore,
     }
 }
@@ -684,11 +676,7 @@ mod tests {
 
     fn dec(b: &[u8], sasl: bool, authed: bool) -> Result<Request<'_>, Reject> {
         match frame(b) {
-            Frame::Packet {
-                header,
-                extras,
-                key,
-            } => decode(&header, extras, key, sasl, authed),
+            Frame::Packet(header, extras, key) => decode(&header, extras, key, sasl, authed),
             other => panic!("{other:?}"),
         }
     }
@@ -699,7 +687,7 @@ mod tests {
         for n in 0..r.len() {
             assert_eq!(frame(&r[..n]), Frame::NeedMore, "{n}");
         }
-        assert!(matches!(frame(&r), Frame::Packet { .. }));
+        assert!(matches!(frame(&r), Frame::Packet(..)));
         let mut bad = r.clone();
         bad[0] = b'g';
         assert_eq!(frame(&bad), Frame::BadMagic);

@@ -446,11 +446,7 @@ impl Conn {
                 Frame::NeedMore => break,
                 // memcached closes at once, dropping replies not yet sent.
                 Frame::BadMagic => return Err(()),
-                Frame::Packet {
-                    header,
-                    extras,
-                    key,
-                } => (header, extras, key),
+                Frame::Packet(header, extras, key) => (header, extras, key),
             };
             let prefix = header.prefix_len();
             let decoded = bin::decode(&header, extras, key, settings.sasl, self.sasl.authenticated)

@@ -470,11 +470,7 @@ fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>
             }
             // memcached closes: a UDP connection drops the rest.
             Frame::BadMagic => return,
-            Frame::Packet {
-                header,
-                extras,
-                key,
-            } => (header, extras, key),
+            Frame::Packet(header, extras, key) => (header, extras, key),
         };
         let prefix = header.prefix_len();
         out.clear();

@@ -59,11 +59,7 @@ fn drive(chunks: &[&[u8]], sasl: bool) -> Vec<String> {
                 events.push("close: bad magic".to_string());
                 return Step::Stop;
             }
-            Frame::Packet {
-                header,
-                extras,
-                key,
-            } => (header, extras, key),
+            Frame::Packet(header, extras, key) => (header, extras, key),
         };
         let prefix = header.prefix_len();
         assert_eq!(extras.len(), usize::from(header.extlen));
@@ -155,12 +151,7 @@ fn check_request(h: &Header, req: &Request<'_>) {
 fn round_trip(h: &Header, req: &Request<'_>, extras: &[u8], key: &[u8], value: &[u8]) {
     let opaque = u32::from_be_bytes(h.opaque);
     let wire = client::request(h.opcode, extras, key, value, opaque, h.cas);
-    let Frame::Packet {
-        header,
-        extras: e2,
-        key: k2,
-    } = bin::frame(&wire)
-    else {
+    let Frame::Packet(header, e2, k2) = bin::frame(&wire) else {
         panic!("re-encoded {req:?} does not frame");
     };
     assert_eq!(header.opaque, h.opaque);
