@@ -717,7 +717,8 @@ impl Seg {
                 self.open(id);
                 return Some(id);
             }
-            if can_grow {
+            // Again: compaction may have taken memory for a spare segment.
+            if arena.used + u64::from(self.seg_size) <= limit {
                 let id = self.alloc_normal(arena)?;
                 self.open(id);
                 if !self.evict && arena.reinsert.is_none() {
@@ -791,6 +792,9 @@ impl Seg {
         // ask for twice their bytes): the reinsertion segment's rest, or a whole spare.
         let room = arena.reinsert.map_or(0, |a| u64::from(a.cap - a.off));
         if room < 2 * quarter && arena.spare.is_none() && arena.free.is_empty() {
+            if arena.used + u64::from(self.seg_size) > self.limit.load(Ordering::Relaxed) {
+                return false;
+            }
             match self.alloc_normal(arena) {
                 Some(id) => arena.spare = Some(id),
                 None => return false,
