@@ -170,6 +170,12 @@ struct Arena {
     /// A free segment kept for the next reinsertion segment: each evicted segment
     /// refills it on its way out of limbo, so eviction never needs the free list.
     spare: Option<u32>,
+    /// A lower bound of the sealed segments' `max_exptime` (touches only raise
+    /// those): until the clock reaches it, and with no flush_all since the last
+    /// scan, `expire_segments` has nothing to free and skips its walk.
+    next_expiry: RelTime,
+    /// The flush generation `expire_segments` last scanned for.
+    scanned_flush_gen: u64,
 }
 
 /// Cumulative counters, relaxed atomics (each is a plain statistic).
@@ -595,7 +601,9 @@ impl Seg {
             Ordering::Relaxed,
         );
         d.end.store(cap, Ordering::Relaxed);
-        self.arena.lock().fifo.push(id, false);
+        let mut arena = self.arena.lock();
+        arena.fifo.push(id, false);
+        arena.next_expiry = arena.next_expiry.min(d.max_exptime.load(Ordering::Relaxed));
         Some(Loc { seg: id, off: 0 })
     }
 
@@ -615,6 +623,7 @@ impl Seg {
         let d = self.desc(a.seg);
         d.end.store(a.off, Ordering::Relaxed);
         arena.fifo.push(a.seg, d.main.load(Ordering::Relaxed));
+        arena.next_expiry = arena.next_expiry.min(d.max_exptime.load(Ordering::Relaxed));
     }
 
     fn new_id(&self, arena: &mut Arena) -> Option<u32> {
@@ -1346,20 +1355,30 @@ impl Seg {
         let flush_gen = self.flush_gen.load(Ordering::Acquire);
         let mut arena = self.arena.lock();
         self.reclaim_limbo(&mut arena);
-        let dead: Vec<u32> = arena
-            .fifo
-            .iter()
-            .copied()
-            .filter(|&id| {
-                let d = self.desc(id);
-                let max = d.max_exptime.load(Ordering::Relaxed);
-                d.gen.load(Ordering::Relaxed) < flush_gen || (max != NEVER && max <= now)
-            })
-            .collect();
-        if dead.is_empty() {
+        if flush_gen == arena.scanned_flush_gen && now < arena.next_expiry {
             return;
         }
-        arena.fifo.retain(|id| !dead.contains(id));
+        // One pass over both queues: what is dead leaves them, and the earliest
+        // expiry of the rest is the next time to look.
+        let mut dead = Vec::new();
+        let mut next = NEVER;
+        let fifo = &mut arena.fifo;
+        for q in [&mut fifo.small, &mut fifo.main] {
+            q.retain(|&id| {
+                let d = self.desc(id);
+                let max = d.max_exptime.load(Ordering::Relaxed);
+                let gone =
+                    d.gen.load(Ordering::Relaxed) < flush_gen || (max != NEVER && max <= now);
+                if gone {
+                    dead.push(id);
+                } else {
+                    next = next.min(max);
+                }
+                !gone
+            });
+        }
+        arena.next_expiry = next;
+        arena.scanned_flush_gen = flush_gen;
         for id in dead {
             // Dead items are reclaimed; one still live (touched meanwhile) is moved,
             // or evicted if there is no room.

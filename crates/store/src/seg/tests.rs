@@ -256,6 +256,45 @@ fn overwrites_reuse_mostly_dead_segments_instead_of_growing() {
 }
 
 #[test]
+fn maintain_skips_its_walk_until_something_can_expire() {
+    let (e, clock) = engine(8 << 20, true);
+    let fill = |prefix: &str, exptime: u32| {
+        for i in 0..1000u32 {
+            e.store(
+                Mode::Set,
+                format!("{prefix}{i}").as_bytes(),
+                0,
+                exptime,
+                &[1u8; 500],
+                &StoreOpts::default(),
+            );
+        }
+    };
+    // Sealed segments that never expire: nothing to look for.
+    fill("n", 0);
+    e.maintain();
+    assert_eq!(e.arena.lock().next_expiry, NEVER);
+    // Segments expiring at 1000, then (sealed later) some expiring at 110: the bound
+    // drops at the seal, so the walk is not skipped when 110 comes.
+    fill("late", 1000);
+    e.maintain();
+    assert!(e.arena.lock().next_expiry >= 1000);
+    fill("early", 110);
+    assert!(e.arena.lock().next_expiry <= 110);
+    let before = e.stats().reclaimed;
+    clock.set(111);
+    e.maintain();
+    assert!(e.stats().reclaimed >= before + 500, "{:?}", e.stats());
+    assert!(get(&e, b"late1").is_some());
+    assert!(get(&e, b"n1").is_some());
+    // A flush_all makes the next walk happen whatever the bound says.
+    e.flush_all(None);
+    e.store(Mode::Set, b"after", 0, 0, b"v", &StoreOpts::default());
+    e.maintain();
+    assert_eq!(e.stats().curr_items, 1);
+}
+
+#[test]
 fn flush_all_immediate_and_sweep() {
     let (e, _) = engine(8 << 20, true);
     for i in 0..3000u32 {
