@@ -131,11 +131,6 @@ impl Fifo {
         self.small.iter().chain(self.main.iter())
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&u32) -> bool) {
-        self.small.retain(&mut keep);
-        self.main.retain(keep);
-    }
-
     /// Removes and returns the first segment (small queue first, each oldest first)
     /// for which `pick` holds.
     fn take_first(&mut self, mut pick: impl FnMut(u32) -> bool) -> Option<u32> {
