@@ -691,15 +691,21 @@ impl Seg {
             if arena.used + need <= limit {
                 return true;
             }
-            if let Some(&(e, _)) = arena.limbo.back() {
-                // Evicted memory is on its way back; readers leave within a lookup.
-                epoch::wait_quiescent(e);
-                continue;
-            }
-            if !self.evict_one(arena) {
+            if !self.wait_or_evict(arena) {
                 return false;
             }
         }
+    }
+
+    /// The slow way to free memory: wait for the readers of the newest retired
+    /// segment (evicted memory on its way back; readers leave within a lookup), or
+    /// else evict one. False when neither can free anything.
+    fn wait_or_evict(&self, arena: &mut Arena) -> bool {
+        if let Some(&(e, _)) = arena.limbo.back() {
+            epoch::wait_quiescent(e);
+            return true;
+        }
+        self.evict_one(arena)
     }
 
     /// A normal segment, opened for writing.
@@ -707,8 +713,7 @@ impl Seg {
         loop {
             self.reclaim_limbo(arena);
             let limit = self.limit.load(Ordering::Relaxed);
-            let can_grow = arena.used + u64::from(self.seg_size) <= limit;
-            if can_grow && self.evict {
+            if self.evict && arena.used + u64::from(self.seg_size) <= limit {
                 // Keep two segments on their way to the free list (see
                 // compact_mostly_dead): what this compacts is free for a later call,
                 // once readers have left it, so nobody waits for readers. Not under
@@ -737,11 +742,7 @@ impl Seg {
                 }
                 return Some(id);
             }
-            if let Some(&(e, _)) = arena.limbo.back() {
-                epoch::wait_quiescent(e);
-                continue;
-            }
-            if !self.evict_one(arena) {
+            if !self.wait_or_evict(arena) {
                 return None;
             }
         }
