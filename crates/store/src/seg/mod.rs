@@ -596,9 +596,9 @@ impl Seg {
             Ordering::Relaxed,
         );
         d.end.store(cap, Ordering::Relaxed);
-        let mut arena = self.arena.lock();
-        arena.fifo.push(id, false);
-        arena.next_expiry = arena.next_expiry.min(d.max_exptime.load(Ordering::Relaxed));
+        // A large item's own segment is in the small queue (its descriptor's `main`
+        // flag may be left from an earlier use).
+        self.enqueue(&mut self.arena.lock(), id, false);
         Some(Loc { seg: id, off: 0 })
     }
 
@@ -617,8 +617,14 @@ impl Seg {
     fn seal(&self, arena: &mut Arena, a: Active) {
         let d = self.desc(a.seg);
         d.end.store(a.off, Ordering::Relaxed);
-        arena.fifo.push(a.seg, d.main.load(Ordering::Relaxed));
-        arena.next_expiry = arena.next_expiry.min(d.max_exptime.load(Ordering::Relaxed));
+        self.enqueue(arena, a.seg, d.main.load(Ordering::Relaxed));
+    }
+
+    /// Appends a sealed segment to its queue and lowers `next_expiry` to its expiry.
+    fn enqueue(&self, arena: &mut Arena, id: u32, main: bool) {
+        arena.fifo.push(id, main);
+        let max = self.desc(id).max_exptime.load(Ordering::Relaxed);
+        arena.next_expiry = arena.next_expiry.min(max);
     }
 
     fn new_id(&self, arena: &mut Arena) -> Option<u32> {
@@ -767,7 +773,9 @@ impl Seg {
     /// dead (at most a quarter of it still linked, the rest overwritten or deleted),
     /// moves its live items to the reinsertion segment, keeping their state, and
     /// retires it, so that a later `take_segment` reuses it instead of growing. Nothing
-    /// is evicted, and nobody waits for readers. Returns whether it retired one. Without this, an overwrite-heavy load writes fresh memory
+    /// is evicted, and nobody waits for readers. Returns whether it retired one.
+    ///
+    /// Without this, an overwrite-heavy load writes fresh memory
     /// until the whole of `-m` has been touched once, and the first touch of each page
     /// (a page fault, and the kernel zeroing it) cost W4, 1 KB sets over 100k keys at
     /// `-m 1024`, about 0.1x the do-nothing floor's CPU per request (2026-11-23).
