@@ -26,8 +26,7 @@ pub const HEADER_LEN: usize = 24;
 pub const REQ_MAGIC: u8 = 0x80;
 /// Response magic byte.
 pub const RES_MAGIC: u8 = 0x81;
-/// memcached's `KEY_MAX_LENGTH`.
-pub const KEY_MAX_LEN: usize = 250;
+pub use memcrab_limits::KEY_MAX_LEN;
 /// memcached's `MAX_SASL_MECH_LEN`.
 pub const MAX_SASL_MECH_LEN: usize = 32;
 /// incr/decr's expiration that means "do not create".

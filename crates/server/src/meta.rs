@@ -31,7 +31,7 @@ use crate::exec::{Ctx, Flow};
 /// memcached's `slab_chunk_size_max` with the default 1 MiB slab page.
 const SLAB_CHUNK_SIZE_MAX: u32 = 512 * 1024;
 /// memcached's `sizeof(item)` on 64-bit.
-const ITEM_HEADER_BYTES: u32 = 48;
+const ITEM_HEADER_BYTES: u32 = memcrab_limits::MEMCACHED_ITEM_HEADER_BYTES as u32;
 /// memcached's `CHUNK_ALIGN_BYTES`.
 const CHUNK_ALIGN_BYTES: u32 = 8;
 /// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`.

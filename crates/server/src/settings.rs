@@ -103,7 +103,7 @@ impl Default for Settings {
             max_connections: 1024,
             threads: 4,
             workers: 4,
-            item_size_max: 1024 * 1024,
+            item_size_max: memcrab_limits::ITEM_SIZE_MAX_DEFAULT,
             use_cas: true,
             backlog: 1024,
             reqs_per_event: 20,

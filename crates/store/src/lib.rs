@@ -301,18 +301,14 @@ impl Default for Config {
             limit_bytes: 64 * 1024 * 1024,
             evict: true,
             use_cas: true,
-            item_size_max: 1024 * 1024,
+            item_size_max: memcrab_limits::ITEM_SIZE_MAX_DEFAULT,
         }
     }
 }
 
-/// An item's size as memcached counts it against `-I` (`item_size_ok`): its 48-byte
-/// header, the key and a NUL, 4 bytes of flags when non-zero, the value and `\r\n`,
-/// and 8 bytes of CAS. memcrab-proto's `item_size_ok` applies the same rule to
-/// incoming values; this one serves append and prepend, which grow items.
-pub fn memcached_item_bytes(key_len: usize, flags: u32, value_len: usize, use_cas: bool) -> usize {
-    48 + key_len + 1 + if flags == 0 { 0 } else { 4 } + value_len + 2 + if use_cas { 8 } else { 0 }
-}
+/// An item's size as memcached counts it against `-I`. proto applies the same rule to
+/// incoming values; the engines apply it to append and prepend, which grow items.
+pub use memcrab_limits::memcached_item_bytes;
 
 /// The engine's counters and gauges, named as memcached's stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -20,8 +20,7 @@ use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
 
 pub mod client;
 
-/// Longest key memcached accepts (`KEY_MAX_LENGTH`, memcached.h; protocol.txt "Keys").
-pub const KEY_MAX_LEN: usize = 250;
+pub use memcrab_limits::KEY_MAX_LEN;
 /// Tokens memcached looks at per tokenizer pass (`MAX_TOKENS`, proto_text.c),
 /// including the terminal pseudo-token.
 pub const MAX_TOKENS: usize = 24;
@@ -30,8 +29,6 @@ pub const MAX_TOKENS: usize = 24;
 pub const LINE_MAX_NO_NEWLINE: usize = 2048;
 /// Leading spaces tolerated before a long get line (`try_read_command_ascii`).
 const LONG_LINE_MAX_LEADING_SPACES: usize = 100;
-/// memcached's `sizeof(item)` on 64-bit: the header it counts against `-I`.
-const MEMCACHED_ITEM_HEADER_BYTES: usize = 48;
 
 /// What the parser needs to know of the server's settings.
 #[derive(Clone, Copy, Debug)]
@@ -48,22 +45,16 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            item_size_max: 1024 * 1024,
+            item_size_max: memcrab_limits::ITEM_SIZE_MAX_DEFAULT,
             use_cas: true,
             max_get_line: 1024 * 1024,
         }
     }
 }
 
-/// memcached's `item_size_ok`: would an item with this key, flags and value fit in
-/// `-I`? It counts memcached's own item header, the key's NUL, 4 bytes of flags when
-/// they are non-zero, the value's `\r\n` and 8 bytes of CAS, so the largest value
-/// accepted is a little under `-I`, exactly where memcached draws the line.
+/// memcached's `item_size_ok` ([`memcrab_limits::item_size_ok`]) under these settings.
 pub fn item_size_ok(key_len: usize, flags: u32, value_len: usize, cfg: &Config) -> bool {
-    let flags_len = if flags == 0 { 0 } else { 4 };
-    let cas_len = if cfg.use_cas { 8 } else { 0 };
-    let total = MEMCACHED_ITEM_HEADER_BYTES + key_len + 1 + flags_len + value_len + 2 + cas_len;
-    total <= cfg.item_size_max
+    memcrab_limits::item_size_ok(key_len, flags, value_len, cfg.use_cas, cfg.item_size_max)
 }
 
 /// The storage commands (protocol.txt "Storage commands").
