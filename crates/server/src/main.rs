@@ -8,17 +8,36 @@
 //!   all share Arc<Server> { settings, engine, per-worker counters, ... }
 //! ```
 //!
-//! Modules: `settings` (command line), `listen` (sockets, acceptor), `worker` (event
-//! loops), `conn` (one connection's buffers and cycle), `exec` (request → store →
-//! reply), `stats` (counters and the stats replies), `server` (shared state), `udp`
-//! (the UDP transport, `-U`).
+//! One request path serves every transport: a transport moves bytes and calls the
+//! request step, which frames and decodes requests and hands them to the executors.
+//!
+//! Modules, each importing only those below it (no cycles):
+//!
+//! ```text
+//!   main.rs       flags, binding, threads, signals
+//!   listen.rs     the acceptor thread (-c), hands connections to workers
+//!   worker.rs     a worker's mio event loop over its connections and UDP sockets
+//!   conn.rs       transport: a TCP/unix stream's buffers and read/serve/write cycle
+//!   udp.rs        transport: datagram framing of requests and replies (-U)
+//!   request.rs    the transport-independent request step (Session::step/serve)
+//!   exec/         executors: mod.rs (Ctx, Flow, counting), text.rs, meta.rs, binary.rs
+//!   stats.rs      the `stats` report writer
+//!   handoff.rs    acceptor → worker: NewConn and the waker token
+//!   server.rs     state shared by every thread (settings, engine, counters, conns)
+//!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
+//!   counters.rs   per-worker request counters
+//!   settings.rs   the command line (memcached's flags), parser limits
+//!   auth.rs       SASL PLAIN and -Y password files
+//! ```
 
 mod auth;
-mod binary;
 mod conn;
+mod counters;
 mod exec;
+mod handoff;
 mod listen;
-mod meta;
+mod net;
+mod request;
 mod server;
 mod settings;
 mod stats;
@@ -129,8 +148,8 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     let server = Arc::new(Server::new(settings, engine));
     let s = &server.settings;
 
-    let listeners = listen::bind(&server)?;
-    let udp_sockets = udp::bind(&server)?;
+    let listeners = net::bind(s)?;
+    let udp_sockets = net::bind_udp(s)?;
     write_port_file(&listeners, &udp_sockets)?;
     if s.daemonize {
         // SAFETY: daemon() forks; no other thread exists yet, so the child inherits a
@@ -167,12 +186,12 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     }
 
     let accept_poll = Poll::new()?;
-    let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), worker::WAKE)?)];
+    let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), handoff::WAKE)?)];
     let mut to_workers = Vec::new();
     let mut handles = Vec::new();
     for id in 0..s.workers {
         let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
+        let waker = Arc::new(Waker::new(poll.registry(), handoff::WAKE)?);
         let (tx, rx) = std::sync::mpsc::channel();
         to_workers.push((tx, Arc::clone(&waker)));
         wakers.push(waker);
@@ -249,7 +268,7 @@ fn limit_malloc_arenas() {
 /// then `UDP INET: 11211` for `-U`) to that file, via a `.lck` file renamed into
 /// place, so a test harness that starts the server on port 0 can learn the port.
 fn write_port_file(
-    listeners: &[listen::Listener],
+    listeners: &[net::Listener],
     udp_sockets: &[std::net::UdpSocket],
 ) -> anyhow::Result<()> {
     let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") else {

@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use memcrab_store::Engine;
 use parking_lot::Mutex;
 
+use crate::counters::{Counters, Totals};
 use crate::settings::Settings;
-use crate::stats::{Counters, Totals};
 
 /// The version memcrab reports: the memcached release whose protocol it implements,
 /// then its own, so that clients that gate features on the version number work.

@@ -127,6 +127,19 @@ impl Default for Settings {
     }
 }
 
+/// Longest get line buffered (memcached has no limit; we keep per-connection
+/// memory bounded).
+pub const MAX_GET_LINE: usize = 1024 * 1024;
+
+/// The request parsers' limits under these settings (every transport alike).
+pub fn parse_config(s: &Settings) -> memcrab_proto::text::Config {
+    memcrab_proto::text::Config {
+        item_size_max: s.item_size_max,
+        use_cas: s.use_cas,
+        max_get_line: MAX_GET_LINE,
+    }
+}
+
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Command {

@@ -1,123 +1,14 @@
-//! Request counters, kept per worker so that counting takes no shared lock and no
-//! contended cache line, and summed only when a client asks for `stats`.
-//!
-//! Each worker owns one [`Counters`]; only that worker's thread writes it, with a
-//! relaxed load and store (no read-modify-write instruction is needed for a single
-//! writer). `stats` reads every worker's counters with relaxed loads: a total may
-//! miss requests still in flight, which memcached's totals do too. `stats reset` does
-//! not write to other threads' counters: it records the current totals as a baseline
-//! that later reports subtract.
+//! The `stats` report writer: renders `stats`, `stats settings|items|slabs|sizes|
+//! conns|reset|detail` as memcached's `process_stat` does, from the workers' counters
+//! ([`crate::counters`]), the engine's stats and the server's bookkeeping.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-/// A counter written by one thread and read by any.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    pub fn incr(&self) {
-        self.add(1);
-    }
-
-    /// Adds `n`. Only the owning worker calls this, so load-then-store cannot lose an
-    /// update; Relaxed suffices because readers need no ordering with other data.
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-macro_rules! counters {
-    ($($name:ident),* $(,)?) => {
-        /// One worker's counters, named as memcached's stats.
-        #[derive(Default, Debug)]
-        pub struct Counters {
-            $(pub $name: Counter,)*
-        }
-
-        /// A snapshot or sum of [`Counters`].
-        #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct Totals {
-            $(pub $name: u64,)*
-        }
-
-        impl Counters {
-            pub fn snapshot(&self) -> Totals {
-                Totals { $($name: self.$name.get(),)* }
-            }
-        }
-
-        impl Totals {
-            pub fn add(&mut self, o: &Totals) {
-                $(self.$name = self.$name.wrapping_add(o.$name);)*
-            }
-
-            pub fn since(&self, base: &Totals) -> Totals {
-                Totals { $($name: self.$name.wrapping_sub(base.$name),)* }
-            }
-        }
-    };
-}
-
-counters!(
-    cmd_get,
-    cmd_set,
-    cmd_flush,
-    cmd_touch,
-    cmd_meta,
-    get_hits,
-    get_misses,
-    get_expired,
-    get_flushed,
-    delete_misses,
-    delete_hits,
-    incr_misses,
-    incr_hits,
-    decr_misses,
-    decr_hits,
-    cas_misses,
-    cas_hits,
-    cas_badval,
-    touch_hits,
-    touch_misses,
-    store_too_large,
-    store_no_memory,
-    idle_kicks,
-    auth_cmds,
-    auth_errors,
-    conn_yields,
-    bytes_read,
-    bytes_written,
-);
-
-impl Counters {
-    /// Counts an incr (`incr`) or decr that found its item (`hit`) or did not.
-    #[inline]
-    pub fn count_delta(&self, incr: bool, hit: bool) {
-        match (incr, hit) {
-            (true, true) => self.incr_hits.incr(),
-            (true, false) => self.incr_misses.incr(),
-            (false, true) => self.decr_hits.incr(),
-            (false, false) => self.decr_misses.incr(),
-        }
-    }
-}
+use crate::counters::Totals;
+use crate::server::Server;
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
-pub fn render(
-    server: &crate::server::Server,
-    sub: Option<&[u8]>,
-    arg: Option<&[u8]>,
-    out: &mut Vec<u8>,
-) {
+pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply;
     let _ = arg;
     match sub {
@@ -157,7 +48,7 @@ fn rusage() -> (String, String) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
+fn general(server: &Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let t = server.totals();
     let es = server.engine.stats();
@@ -257,7 +148,7 @@ fn general(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "engine", server.settings.engine.name());
 }
 
-fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
+fn settings(server: &Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let s = &server.settings;
     let yes_no = |b: bool| if b { "yes" } else { "no" };
@@ -305,7 +196,7 @@ fn settings(server: &crate::server::Server, out: &mut Vec<u8>) {
 /// The reference engine has no slab classes: every item is its own allocation. It
 /// is reported as memcached's class 1, whose "chunks" are the items themselves, and
 /// its single LRU as memcached's COLD queue (HOT and WARM are empty).
-fn items(server: &crate::server::Server, out: &mut Vec<u8>) {
+fn items(server: &Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
     if es.curr_items == 0 {
@@ -345,7 +236,7 @@ fn class_1_hits(out: &mut Vec<u8>, t: &Totals) {
     stat(out, "1:touch_hits", t.touch_hits);
 }
 
-fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
+fn slabs(server: &Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
     let t = server.totals();
@@ -413,7 +304,7 @@ fn slabs(server: &crate::server::Server, out: &mut Vec<u8>) {
     stat(out, "total_malloced", es.bytes);
 }
 
-fn conns(server: &crate::server::Server, out: &mut Vec<u8>) {
+fn conns(server: &Server, out: &mut Vec<u8>) {
     let now = server.engine.clock().now();
     let conns = server.conns.lock();
     for (fd, info) in conns.iter() {
@@ -441,27 +332,5 @@ fn conns(server: &crate::server::Server, out: &mut Vec<u8>) {
         }
         let last = info.last_cmd.load(Ordering::Relaxed);
         put("secs_since_last_cmd", &now.saturating_sub(last));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn totals_and_baseline() {
-        let a = Counters::default();
-        let b = Counters::default();
-        a.get_hits.add(3);
-        b.get_hits.incr();
-        b.bytes_read.add(100);
-        let mut t = a.snapshot();
-        t.add(&b.snapshot());
-        assert_eq!((t.get_hits, t.bytes_read), (4, 100));
-        let base = t;
-        a.get_hits.incr();
-        let mut t2 = a.snapshot();
-        t2.add(&b.snapshot());
-        assert_eq!(t2.since(&base).get_hits, 1);
     }
 }

@@ -59,16 +59,14 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
-use memcrab_proto::binary::{self as bin, Frame, Reject};
+use memcrab_proto::binary as bin;
 use memcrab_proto::meta::Meta;
-use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
-use socket2::Type;
+use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
-use crate::binary::SaslState;
-use crate::conn::parse_config;
-use crate::exec::{self, Ctx, Flow};
+use crate::exec::{Ctx, Flow};
+use crate::request::{Session, Step};
 use crate::server::{ConnInfo, Server};
+use crate::settings::parse_config;
 
 /// The frame header's size (doc/protocol.txt).
 pub const HEADER_BYTES: usize = 8;
@@ -84,35 +82,6 @@ const DATAGRAMS_PER_TURN: usize = 64;
 const SEND_WAIT_MS: i32 = 10;
 /// A reply buffer larger than this is released after its datagram.
 const KEEP_OUT_BYTES: usize = 256 * 1024;
-/// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
-/// the kernel grants; Linux caps it at net.core.wmem_max).
-const SEND_BUFFER_BYTES: usize = 4 * 1024 * 1024;
-
-/// Binds one UDP socket per `-l` address, as memcached's `server_sockets`: an
-/// address's own `:port` wins over `-U` (so `-l 127.0.0.1:0 -U 1` gets an ephemeral
-/// UDP port). With `-s` or `-U 0` there is no UDP.
-pub fn bind(server: &Server) -> anyhow::Result<Vec<std::net::UdpSocket>> {
-    let s = &server.settings;
-    if s.udp_port == 0 || s.unix_socket.is_some() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for l in &s.listen {
-        for addr in crate::listen::parse_listen(l, s.udp_port)? {
-            let sock = crate::listen::new_socket(&addr, Type::DGRAM)?;
-            // Best effort: the kernel clamps it.
-            let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);
-            sock.bind(&addr.into())
-                .with_context(|| format!("-U: cannot bind UDP {addr}"))?;
-            sock.set_nonblocking(true)?;
-            out.push(sock.into());
-        }
-    }
-    if out.is_empty() {
-        bail!("-U: no address to bind");
-    }
-    Ok(out)
-}
 
 /// One worker's handle on one UDP socket (a dup of the bound socket; every worker
 /// polls every UDP socket, as memcached gives each worker thread one).
@@ -193,11 +162,7 @@ impl Port {
                 nreqs: reqs_per_event(cx),
                 cx,
             };
-            if payload[0] == bin::REQ_MAGIC {
-                serve_binary(payload, cx, &mut self.out, &mut tx);
-            } else {
-                serve_text(payload, cx, &mut self.out, &mut tx);
-            }
+            serve_datagram(payload, cx, &mut self.out, &mut tx);
             self.out.clear();
             if self.out.capacity() > KEEP_OUT_BYTES {
                 self.out = Vec::new();
@@ -352,40 +317,74 @@ fn reqs_per_event(cx: &Ctx<'_>) -> isize {
     isize::try_from(cx.server.settings.reqs_per_event.max(1)).unwrap_or(isize::MAX)
 }
 
-fn serve_text(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
+/// What the datagram policy needs to know of a request before it runs.
+enum Kind {
+    /// A text get with this many keys, none over [`KEY_MAX_LEN`]: one message per hit.
+    Get { keys: usize },
+    /// Any other text request; `mn` makes memcached write out what it has.
+    Text { is_mn: bool },
+    /// A binary packet with this opcode.
+    Binary { opcode: u8 },
+}
+
+/// Serves one datagram's payload through the request step, framing its replies as
+/// memcached does (see the module docs and [`Tx`]).
+fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
+    let binary = payload.first() == Some(&bin::REQ_MAGIC);
+    // SASL and UDP exclude each other (settings), so this stays unauthenticated.
+    let mut session = Session::datagram(&cx.server.settings, binary);
     let cfg = parse_config(&cx.server.settings);
     let mut pos = 0;
     while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
-        let Some((parsed, consumed)) = text::parse(input, &cfg) else {
+        let kind = if binary {
+            Kind::Binary {
+                opcode: input.get(1).copied().unwrap_or_default(),
+            }
+        } else {
+            match text::parse(input, &cfg) {
+                // A key over 250 bytes makes memcached drop every object of this get
+                // and send only the error: run it in one piece, so the executor does
+                // the same.
+                Some((Ok(Request::Get { keys, .. }), _))
+                    if keys.clone().all(|k| k.len() <= KEY_MAX_LEN) =>
+                {
+                    Kind::Get { keys: keys.count() }
+                }
+                Some((Ok(Request::Meta(Meta::Noop)), _)) => Kind::Text { is_mn: true },
+                _ => Kind::Text { is_mn: false },
+            }
+        };
+        if let Kind::Get { keys } = kind {
+            match serve_get(&mut session, input, keys, cx, out, tx) {
+                Some(consumed) => pos += consumed,
+                None => return,
+            }
+            tx.request_done(true, pos < payload.len());
+            continue;
+        }
+        out.clear();
+        let Step::Done { consumed, flow, .. } = session.step(input, cx, out, usize::MAX) else {
             // The rest of the request would have to come in another datagram.
             tx.incomplete();
             return;
         };
         pos += consumed;
-        let more = pos < payload.len();
-        let req = match parsed {
-            Ok(req) => req,
-            Err(e) => match e.action() {
-                Action::Reply(r) => {
-                    tx.reply(r.unwrap_or_default());
-                    tx.request_done(false, more);
-                    continue;
-                }
-                // memcached closes a TCP connection here; a UDP one drops the rest.
-                Action::Close => return,
-            },
+        // Text replies suppressed by noreply or quiet mode are "skip" objects, never
+        // sent; an empty binary reply (a quiet command) is an empty object.
+        let answer = |tx: &mut Tx<'_>, out: &[u8]| {
+            if binary && out.is_empty() {
+                tx.empty();
+            } else {
+                tx.reply(out);
+            }
         };
-        if let Request::Get { keys, .. } = &req {
-            let forces_write = serve_get(&req, keys.clone(), cx, out, tx);
-            tx.request_done(forces_write, more);
-            continue;
-        }
-        // mn makes memcached write out what it has.
-        let is_mn = matches!(req, Request::Meta(Meta::Noop));
-        out.clear();
-        let mut resume = 0;
-        match exec::execute(req, cx, out, &mut resume, usize::MAX) {
-            Flow::Next | Flow::Suspend => tx.reply(out),
+        let forces_write = match kind {
+            Kind::Binary { opcode } => opcode == bin::op::NOOP || is_bin_error(out),
+            Kind::Text { is_mn } => is_mn,
+            Kind::Get { .. } => true,
+        };
+        match flow {
+            Flow::Next | Flow::Suspend => answer(tx, out),
             Flow::Swallow(n) => {
                 // A refused value: memcached sends the error once the data has been
                 // swallowed, which never happens if it is not in this datagram.
@@ -393,47 +392,55 @@ fn serve_text(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) 
                     return;
                 }
                 tx.reply(out);
-                pos += n;
+                pos += session.skip(&payload[pos..]);
+                tx.request_done(false, pos < payload.len());
+                continue;
             }
+            // `quit` leaves an empty reply object that is not "skip" (binary quit
+            // answers unless quiet).
             Flow::Quit => {
-                tx.empty();
+                if out.is_empty() {
+                    tx.empty();
+                } else {
+                    tx.reply(out);
+                }
+                return;
+            }
+            // memcached closes a TCP connection here; a UDP one drops the rest
+            // (sending a binary error reply first).
+            Flow::Hangup => {
+                tx.reply(out);
                 return;
             }
             Flow::Close => return,
         }
-        tx.request_done(is_mn, pos < payload.len());
+        tx.request_done(forces_write, pos < payload.len());
     }
 }
 
 /// A text get over UDP: one message per hit, as memcached's one response object per
-/// key, `END` on the last key's (see the module docs). Returns whether memcached
-/// writes at once after it (it does after `END`, not after an error).
+/// key, `END` on the last key's (see the module docs). Returns the bytes consumed,
+/// or `None` if the datagram ends here.
 fn serve_get(
-    req: &Request<'_>,
-    mut keys: text::Keys<'_>,
+    session: &mut Session,
+    input: &[u8],
+    keys: usize,
     cx: &Ctx<'_>,
     out: &mut Vec<u8>,
     tx: &mut Tx<'_>,
-) -> bool {
-    let count = keys.clone().count();
-    // A key over 250 bytes makes memcached drop every object of this get and send
-    // only the error: run it in one piece, so the executor does the same.
-    if keys.any(|k| k.len() > KEY_MAX_LEN) {
-        out.clear();
-        exec::execute(req.clone(), cx, out, &mut 0, usize::MAX);
-        tx.reply(out);
-        return false;
-    }
-    let mut resume = 0;
+) -> Option<usize> {
     let mut first = true;
     loop {
         out.clear();
         // With a limit of 0 the executor pauses after every key that produced output.
-        let flow = exec::execute(req.clone(), cx, out, &mut resume, 0);
+        let Step::Done { consumed, flow, .. } = session.step(input, cx, out, 0) else {
+            tx.incomplete();
+            return None;
+        };
         if flow == Flow::Suspend {
             // `resume` keys are done and only the last one hit: the first key
             // missed if there were more.
-            if first && resume > 1 {
+            if first && session.resume() > 1 {
                 tx.empty();
             }
             tx.reply(out);
@@ -442,11 +449,11 @@ fn serve_get(
         }
         // Without a pause no key hit before the last, so with two keys or more the
         // first missed.
-        if first && count >= 2 {
+        if first && keys >= 2 {
             tx.empty();
         }
         tx.reply(out);
-        return true;
+        return Some(consumed);
     }
 }
 
@@ -454,80 +461,4 @@ fn serve_get(
 /// writes at once).
 fn is_bin_error(reply: &[u8]) -> bool {
     reply.get(6..8).is_some_and(|st| st != [0, 0])
-}
-
-fn serve_binary(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
-    let settings = &cx.server.settings;
-    let cfg = parse_config(settings);
-    // SASL and UDP exclude each other (settings), so this stays unauthenticated.
-    let mut sasl = SaslState::default();
-    let mut pos = 0;
-    while let Some(input) = payload.get(pos..).filter(|i| !i.is_empty()) {
-        let (header, extras, key) = match bin::frame(input) {
-            Frame::NeedMore => {
-                tx.incomplete();
-                return;
-            }
-            // memcached closes: a UDP connection drops the rest.
-            Frame::BadMagic => return,
-            Frame::Packet(header, extras, key) => (header, extras, key),
-        };
-        let prefix = header.prefix_len();
-        out.clear();
-        let decoded = bin::decode(&header, extras, key, settings.sasl, sasl.authenticated)
-            .and_then(|req| crate::binary::with_value_len(req, &cfg, cx));
-        let (req, value_len) = match decoded {
-            Ok(r) => r,
-            Err(Reject::Close(st)) => {
-                bin::error(out, &header, st);
-                tx.reply(out);
-                return;
-            }
-            Err(Reject::Swallow(st, n)) => {
-                bin::error(out, &header, st);
-                pos += prefix;
-                if n > payload.len() - pos {
-                    return;
-                }
-                tx.reply(out);
-                pos += n;
-                tx.request_done(false, pos < payload.len());
-                continue;
-            }
-        };
-        let Some(value) = input.get(prefix..prefix + value_len) else {
-            tx.incomplete();
-            return;
-        };
-        let flow = crate::binary::execute(&header, req, value, cx, out, &mut sasl);
-        pos += prefix + value_len;
-        // Quiet commands leave an empty reply object that is not "skip" in
-        // memcached's binary protocol, unlike text noreply.
-        let answer = |tx: &mut Tx<'_>, out: &[u8]| {
-            if out.is_empty() {
-                tx.empty();
-            } else {
-                tx.reply(out);
-            }
-        };
-        let forces_write = matches!(header.opcode, bin::op::NOOP) || is_bin_error(out);
-        match flow {
-            Flow::Next | Flow::Suspend => answer(tx, out),
-            Flow::Swallow(n) => {
-                if n > payload.len() - pos {
-                    return;
-                }
-                answer(tx, out);
-                pos += n;
-                tx.request_done(false, pos < payload.len());
-                continue;
-            }
-            Flow::Quit => {
-                answer(tx, out);
-                return;
-            }
-            Flow::Close => return,
-        }
-        tx.request_done(forces_write, pos < payload.len());
-    }
 }

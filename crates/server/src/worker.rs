@@ -19,22 +19,16 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 
-use crate::conn::{Conn, Next, Stream};
+use crate::conn::{Conn, Next};
 use crate::exec::Ctx;
-use crate::server::{ConnInfo, Server};
+use crate::handoff::{NewConn, WAKE};
+use crate::request::Session;
+use crate::server::Server;
 
-/// The token of a worker's waker.
-pub const WAKE: Token = Token(usize::MAX);
 /// UDP sockets' tokens are `UDP_TOKENS + i`; connection slots never get this far.
 const UDP_TOKENS: usize = usize::MAX / 2;
 /// How long shutdown waits for replies in flight to drain.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
-
-/// A connection handed from the acceptor to a worker.
-pub struct NewConn {
-    pub stream: Stream,
-    pub info: Arc<ConnInfo>,
-}
 
 pub struct Worker {
     pub id: usize,
@@ -101,7 +95,8 @@ impl Worker {
                             conns.push(None);
                             conns.len() - 1
                         });
-                        let mut conn = Conn::new(nc.stream, nc.info);
+                        let session = Session::new(&server.settings);
+                        let mut conn = Conn::new(nc.stream, nc.info, session);
                         if self
                             .poll
                             .registry()

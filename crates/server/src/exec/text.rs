@@ -1,42 +1,18 @@
-//! The one place where a parsed request meets the store: each text-protocol request
-//! becomes engine calls, counter updates and reply bytes, with memcached's replies.
+//! Classic text-protocol requests against the store (`proto_text.c`'s
+//! `process_*_command`), with memcached's replies. Meta requests, which arrive
+//! through the same parser, go to [`super::meta`].
 
 use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
-    DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, Fetch, GetOpts, Mode, StoreOpts,
-    StoreResult,
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult,
 };
 
-use crate::server::{Server, VERSION};
-use crate::stats::Counters;
-
-/// What a worker needs to execute requests.
-pub struct Ctx<'a> {
-    pub server: &'a Server,
-    pub engine: &'a dyn Engine,
-    pub counters: &'a Counters,
-}
+use super::{count_fetch, count_store, Ctx, Flow};
+use crate::server::VERSION;
 
 /// How many keys ahead a multiget prefetches index buckets, and items.
 const PREFETCH_INDEX_AHEAD: usize = 8;
 const PREFETCH_ITEM_AHEAD: usize = 4;
-
-/// What the connection does after a request.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// Consume the request and go on.
-    Next,
-    /// Consume the request line, then discard this many more bytes (a data block that
-    /// was refused before it arrived).
-    Swallow(usize),
-    /// Send what is pending, then close (`quit`).
-    Quit,
-    /// Close now, without sending anything more (`shutdown`).
-    Close,
-    /// A multi-get stopped because the output buffer is full; run the same request
-    /// again later. `resume` says how many keys are done.
-    Suspend,
-}
 
 /// Executes one request, appending its reply to `out`. `resume` carries a suspended
 /// multi-get's progress between calls; `out_limit` is where a multi-get pauses.
@@ -94,29 +70,7 @@ pub fn execute(
                     reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
                     false
                 });
-                match (touch.is_some(), found) {
-                    (true, Fetch::Hit) => {
-                        c.cmd_touch.incr();
-                        c.touch_hits.incr();
-                    }
-                    (true, _) => {
-                        c.cmd_touch.incr();
-                        c.touch_misses.incr();
-                    }
-                    (false, Fetch::Hit) => {
-                        c.cmd_get.incr();
-                        c.get_hits.incr();
-                    }
-                    (false, miss) => {
-                        c.cmd_get.incr();
-                        c.get_misses.incr();
-                        if miss == Fetch::Expired {
-                            c.get_expired.incr();
-                        } else if miss == Fetch::Flushed {
-                            c.get_flushed.incr();
-                        }
-                    }
-                }
+                count_fetch(c, touch.is_some(), found);
             }
             *resume = 0;
             out.extend_from_slice(reply::END);
@@ -131,7 +85,6 @@ pub fn execute(
             cas_unique,
             noreply,
         } => {
-            c.cmd_set.incr();
             let mode = match cmd {
                 StoreCmd::Set => Mode::Set,
                 StoreCmd::Add => Mode::Add,
@@ -141,29 +94,16 @@ pub fn execute(
                 StoreCmd::Cas => Mode::Cas(cas_unique),
             };
             let exptime = cx.engine.clock().realtime(i64::from(exptime));
-            let r = match cx
+            let r = cx
                 .engine
-                .store(mode, key, flags, exptime, data, &StoreOpts::default())
-            {
-                StoreResult::Stored(_) => {
-                    if cmd == StoreCmd::Cas {
-                        c.cas_hits.incr();
-                    }
-                    reply::STORED
-                }
+                .store(mode, key, flags, exptime, data, &StoreOpts::default());
+            count_store(c, cmd == StoreCmd::Cas, r);
+            let r = match r {
+                StoreResult::Stored(_) => reply::STORED,
                 StoreResult::NotStored => reply::NOT_STORED,
-                StoreResult::Exists => {
-                    c.cas_badval.incr();
-                    reply::EXISTS
-                }
-                StoreResult::NotFound => {
-                    c.cas_misses.incr();
-                    reply::NOT_FOUND
-                }
-                StoreResult::OutOfMemory => {
-                    c.store_no_memory.incr();
-                    reply::OUT_OF_MEMORY
-                }
+                StoreResult::Exists => reply::EXISTS,
+                StoreResult::NotFound => reply::NOT_FOUND,
+                StoreResult::OutOfMemory => reply::OUT_OF_MEMORY,
             };
             put(out, noreply, r);
             Flow::Next
@@ -262,7 +202,7 @@ pub fn execute(
             put(out, noreply, reply::OK);
             Flow::Next
         }
-        Request::Meta(m) => crate::meta::execute(m, cx, out),
+        Request::Meta(m) => super::meta::execute(m, cx, out),
         Request::Quit => Flow::Quit,
         Request::Shutdown { mode } => {
             if !cx.server.settings.shutdown_command {

@@ -26,7 +26,7 @@ use memcrab_store::{
     RelTime, StoreOpts, StoreResult, Vivify,
 };
 
-use crate::exec::{Ctx, Flow};
+use super::{count_fetch, count_store, Ctx, Flow};
 
 /// memcached's `slab_chunk_size_max` with the default 1 MiB slab page.
 const SLAB_CHUNK_SIZE_MAX: u32 = 512 * 1024;
@@ -202,27 +202,16 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
         }
         won
     });
-    if found == Fetch::Hit {
-        if failed {
-            out.truncate(start);
-            out.extend_from_slice(errors::OPAQUE_TOO_LONG);
-            return Flow::Next;
-        }
-        if ttl.is_some() {
-            c.cmd_touch.incr();
-            c.touch_hits.incr();
-        } else {
-            c.cmd_get.incr();
-            c.get_hits.incr();
-        }
+    if found == Fetch::Hit && failed {
+        out.truncate(start);
+        out.extend_from_slice(errors::OPAQUE_TOO_LONG);
         return Flow::Next;
     }
-    c.cmd_get.incr();
-    c.get_misses.incr();
-    match found {
-        Fetch::Expired => c.get_expired.incr(),
-        Fetch::Flushed => c.get_flushed.incr(),
-        _ => {}
+    // memcached's mg counts a touch only once it found the item (`ttl_set` is set
+    // while walking a hit's flags); a miss is a get miss whatever the flags.
+    count_fetch(c, ttl.is_some() && found == Fetch::Hit, found);
+    if found == Fetch::Hit {
+        return Flow::Next;
     }
     if long_opaque {
         out.extend_from_slice(errors::OPAQUE_TOO_LONG);
@@ -245,7 +234,6 @@ fn set(
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
     let c = cx.counters;
-    c.cmd_set.incr();
     let exptime = flags.ttl.map_or(0, |t| rel(cx, t));
     let mode = match mode {
         SetMode::Set => Mode::Set,
@@ -266,29 +254,18 @@ fn set(
     let r = cx
         .engine
         .store(mode, kbytes, flags.client_flags, exptime, data, &opts);
+    count_store(c, cas_mode, r);
     let (status, cas): (&[u8], u64) = match r {
         StoreResult::Stored(cas) => {
-            if cas_mode {
-                c.cas_hits.incr();
-            }
             if flags.quiet {
                 return Flow::Next;
             }
             (b"HD", cas)
         }
         StoreResult::NotStored => (b"NS", 0),
-        StoreResult::Exists => {
-            if cas_mode {
-                c.cas_badval.incr();
-            }
-            (b"EX", 0)
-        }
-        StoreResult::NotFound => {
-            c.cas_misses.incr();
-            (b"NF", 0)
-        }
+        StoreResult::Exists => (b"EX", 0),
+        StoreResult::NotFound => (b"NF", 0),
         StoreResult::OutOfMemory => {
-            c.store_no_memory.incr();
             if mode != Mode::Set {
                 // memcached drops the old item whatever the ms mode (the engine
                 // already did for a set).

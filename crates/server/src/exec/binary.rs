@@ -3,19 +3,19 @@
 //! quiet forms that hide only what memcached hides (successes; a getq/getkq/gatq
 //! miss), SASL PLAIN, and memcached's stats counters.
 //!
-//! Framing and validation live in `memcrab_proto::binary`; the connection
-//! (`conn.rs`) frames packets, checks value sizes before waiting for a value, and
-//! calls [`execute`] once the whole packet is buffered.
+//! Framing and validation live in `memcrab_proto::binary`; the request step
+//! (`crate::request`) frames packets, checks value sizes with [`with_value_len`]
+//! before waiting for a value, and calls [`execute`] once the whole packet is
+//! buffered.
 
 use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
 use memcrab_proto::text;
 use memcrab_store::{
-    DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode, StoreOpts, StoreResult,
-    Vivify,
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult, Vivify,
 };
 
+use super::{count_fetch, count_store, Ctx, Flow};
 use crate::auth;
-use crate::exec::{Ctx, Flow};
 use crate::server::VERSION;
 
 /// A connection's SASL state.
@@ -107,22 +107,7 @@ pub fn execute(
                 );
                 false
             });
-            if touch.is_some() {
-                c.cmd_touch.incr();
-            } else {
-                c.cmd_get.incr();
-            }
-            match (touch.is_some(), found) {
-                (true, Fetch::Hit) => c.touch_hits.incr(),
-                (false, Fetch::Hit) => c.get_hits.incr(),
-                (true, _) => c.touch_misses.incr(),
-                (false, _) => c.get_misses.incr(),
-            }
-            match found {
-                Fetch::Expired => c.get_expired.incr(),
-                Fetch::Flushed => c.get_flushed.incr(),
-                _ => {}
-            }
+            count_fetch(c, touch.is_some(), found);
             if !found.is_hit() && !quiet {
                 if with_key {
                     bin::miss_with_key(out, h, key);
@@ -141,7 +126,6 @@ pub fn execute(
             cas,
             ..
         } => {
-            c.cmd_set.incr();
             // Under -C items carry no CAS, so memcached never sees the request's.
             let cas = if cx.server.settings.use_cas { cas } else { 0 };
             let (mode, opts) = match kind {
@@ -162,23 +146,16 @@ pub fn execute(
                 StoreKind::Replace => (Mode::Replace, StoreOpts::default()),
             };
             let exptime = clock.realtime(i64::from(exptime));
-            match cx.engine.store(mode, key, flags, exptime, value, &opts) {
+            let r = cx.engine.store(mode, key, flags, exptime, value, &opts);
+            count_store(c, matches!(mode, Mode::Cas(_)), r);
+            match r {
                 StoreResult::Stored(new_cas) => {
-                    if matches!(mode, Mode::Cas(_)) {
-                        c.cas_hits.incr();
-                    }
                     if !quiet {
                         bin::simple(out, h, status::SUCCESS, new_cas, b"");
                     }
                 }
-                StoreResult::Exists => {
-                    c.cas_badval.incr();
-                    bin::error(out, h, status::KEY_EEXISTS);
-                }
-                StoreResult::NotFound => {
-                    c.cas_misses.incr();
-                    bin::error(out, h, status::KEY_ENOENT);
-                }
+                StoreResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
+                StoreResult::NotFound => bin::error(out, h, status::KEY_ENOENT),
                 StoreResult::NotStored => {
                     let st = match mode {
                         Mode::Add => status::KEY_EEXISTS,
@@ -188,7 +165,6 @@ pub fn execute(
                     bin::error(out, h, st);
                 }
                 StoreResult::OutOfMemory => {
-                    c.store_no_memory.incr();
                     if matches!(mode, Mode::Append | Mode::Prepend) {
                         bin::error(out, h, status::NOT_STORED);
                     } else {

@@ -1,0 +1,540 @@
+//! The request step: one transport-independent function from (a connection's
+//! protocol state, input bytes, context, output) to (bytes consumed, flow, need
+//! more). Every transport is a thin loop around it.
+//!
+//! ```text
+//!   conn.rs (TCP, unix)   udp.rs (datagrams)   next: TLS, io_uring
+//!        │ Session::serve       │ Session::step
+//!        ▼                      ▼
+//!   request.rs  Session: protocol (negotiated), -Y auth, SASL, swallow, resume
+//!        │ frame + decode (memcrab_proto)
+//!        ▼
+//!   exec/{text,meta,binary}.rs ──► store
+//! ```
+//!
+//! [`Session::step`] serves at most one request from the front of the input and says
+//! how many bytes it used and what follows ([`Flow`]), or that the input holds no
+//! complete request yet ([`Step::NeedMore`]). [`Session::serve`] runs steps while a
+//! budget (`-R`) and an output limit allow, and overlaps the cache misses of
+//! pipelined text requests by parsing ahead (see there). A transport decides only
+//! what is its own: how bytes arrive and leave, and (for UDP) how replies are framed.
+//!
+//! What a connection carries between steps lives in [`Session`]: the protocol
+//! (`-B`, decided by the first byte under `auto`), the `-Y` authentication state,
+//! the binary SASL state, the bytes of a refused value still to discard, and how far
+//! a suspended multi-get got.
+
+use memcrab_proto::binary::{self as bin, Frame, Reject};
+use memcrab_proto::num::safe_strtoul;
+use memcrab_proto::text::{self, Action, Request};
+
+use crate::exec::binary::SaslState;
+use crate::exec::{self, Ctx, Flow};
+use crate::settings::{parse_config, Protocol, Settings};
+
+/// memcached's `try_read_command_asciiauth` closes a connection whose first line
+/// has no newline within this many bytes.
+const AUTH_LINE_MAX: usize = 2048;
+
+/// What one step did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The input holds no complete request: nothing was consumed. A stream waits
+    /// for more bytes; a datagram ends here.
+    NeedMore,
+    /// `consumed` bytes of the input are used up, any reply is in the output, and
+    /// `flow` says what follows. `counted` is false when the step only discarded or
+    /// completed bytes of a request already counted (they do not count against
+    /// `-R`).
+    Done {
+        consumed: usize,
+        flow: Flow,
+        counted: bool,
+    },
+}
+
+/// Why [`Session::serve`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The rest of the input is not a complete request: read more.
+    NeedMore,
+    /// The budget is used up with requests still buffered.
+    Budget,
+    /// The output is over its limit (a multi-get may be suspended): send first.
+    OutputFull,
+    /// Send what is pending, then close; the rest of the input is dropped.
+    Quit,
+    /// Close now, without sending anything more.
+    Close,
+}
+
+/// What [`Session::serve`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Bytes of the input used up.
+    pub consumed: usize,
+    pub stop: Stop,
+}
+
+/// A connection's protocol, as memcached's `c->protocol`/`try_read_command`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    /// `-B auto`: the first byte decides.
+    Negotiate,
+    Ascii,
+    /// `-Y`: only the authentication `set` until it succeeds.
+    AsciiAuth,
+    Binary,
+}
+
+/// One connection's (or one datagram's) request state.
+#[derive(Debug)]
+pub struct Session {
+    proto: Proto,
+    /// The parsers' limits (`-I`, `-C`).
+    cfg: text::Config,
+    /// Binary protocol SASL state (`-S`).
+    sasl: SaslState,
+    /// `-Y`: the length (with `\r\n`) of an auth token block announced by a `set`
+    /// line and not yet consumed.
+    auth_pending: Option<usize>,
+    /// `-Y`: where in the output this batch's last auth reply starts (see
+    /// [`Session::auth_step`]).
+    auth_reply_at: Option<usize>,
+    /// Bytes of a refused data block still to discard.
+    swallow: usize,
+    /// Keys of a suspended multi-get already answered.
+    resume: usize,
+}
+
+impl Session {
+    /// A stream connection's session: the protocol follows `-B` (and `-Y`).
+    pub fn new(s: &Settings) -> Self {
+        let proto = match s.protocol {
+            Protocol::Auto => Proto::Negotiate,
+            Protocol::Binary => Proto::Binary,
+            Protocol::Ascii if s.auth_file.is_some() => Proto::AsciiAuth,
+            Protocol::Ascii => Proto::Ascii,
+        };
+        Session::with_proto(s, proto)
+    }
+
+    /// A datagram's session: the first payload byte picks the protocol whatever `-B`
+    /// says (memcached's `try_read_command_udp`), and nothing is remembered past
+    /// the datagram.
+    pub fn datagram(s: &Settings, binary: bool) -> Self {
+        Session::with_proto(s, if binary { Proto::Binary } else { Proto::Ascii })
+    }
+
+    fn with_proto(s: &Settings, proto: Proto) -> Self {
+        Session {
+            proto,
+            cfg: parse_config(s),
+            sasl: SaslState::default(),
+            auth_pending: None,
+            auth_reply_at: None,
+            swallow: 0,
+            resume: 0,
+        }
+    }
+
+    /// Keys of the current multi-get already answered (0 when none is suspended).
+    pub fn resume(&self) -> usize {
+        self.resume
+    }
+
+    /// Discards what `input` holds of a refused data block; returns the bytes used.
+    #[inline]
+    pub fn skip(&mut self, input: &[u8]) -> usize {
+        let n = self.swallow.min(input.len());
+        self.swallow -= n;
+        n
+    }
+
+    /// Serves at most one request from the front of `input`, appending its reply to
+    /// `out`. A multi-get pauses between keys once `out` is longer than `out_limit`
+    /// ([`Flow::Suspend`]: nothing is consumed; call again with the same input).
+    pub fn step(
+        &mut self,
+        input: &[u8],
+        cx: &Ctx<'_>,
+        out: &mut Vec<u8>,
+        out_limit: usize,
+    ) -> Step {
+        if self.swallow > 0 {
+            let n = self.skip(input);
+            if n == 0 {
+                return Step::NeedMore;
+            }
+            return Step::Done {
+                consumed: n,
+                flow: Flow::Next,
+                counted: false,
+            };
+        }
+        if input.is_empty() {
+            return Step::NeedMore;
+        }
+        match self.proto {
+            Proto::Ascii => match text::parse(input, &self.cfg) {
+                Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
+                None => Step::NeedMore,
+            },
+            Proto::Binary => self.binary_step(input, cx, out),
+            Proto::AsciiAuth => self.auth_step(input, cx, out),
+            Proto::Negotiate => {
+                self.proto = if input[0] == bin::REQ_MAGIC {
+                    Proto::Binary
+                } else {
+                    Proto::Ascii
+                };
+                self.step(input, cx, out, out_limit)
+            }
+        }
+    }
+
+    /// Serves requests from the front of `input` while `budget` lasts (each request
+    /// costs one) and `out` is at most `out_limit` bytes long.
+    ///
+    /// Pipelined text requests overlap their cache misses: while request i executes,
+    /// request i+1 (parsed one step earlier, its index bucket prefetched then) has
+    /// its item prefetched, and request i+2 is parsed and its bucket prefetched.
+    /// `next1`/`next2` are those parsed requests, in order, starting where the
+    /// current one ends; anything but [`Flow::Next`] drops them (they are parsed
+    /// again, from the right place, on the next turn).
+    pub fn serve(
+        &mut self,
+        input: &[u8],
+        cx: &Ctx<'_>,
+        out: &mut Vec<u8>,
+        budget: &mut usize,
+        out_limit: usize,
+    ) -> Served {
+        // memcached reuses one auth response object until it transmits; a batch is
+        // what is sent at once.
+        self.auth_reply_at = None;
+        let mut pos = 0;
+        let mut next1: Option<text::Parsed<'_>> = None;
+        let mut next2: Option<text::Parsed<'_>> = None;
+        let stop = loop {
+            if *budget == 0 {
+                break Stop::Budget;
+            }
+            if out.len() > out_limit {
+                break Stop::OutputFull;
+            }
+            let rest = &input[pos..];
+            let step = if self.proto == Proto::Ascii && self.swallow == 0 {
+                let (parsed, consumed) = match next1.take() {
+                    Some(p) => p,
+                    None => match (!rest.is_empty()).then(|| text::parse(rest, &self.cfg)) {
+                        Some(Some(p)) => p,
+                        _ => break Stop::NeedMore,
+                    },
+                };
+                next1 = next2.take();
+                // This request costs one of the budget; look ahead only if more
+                // requests may run in this batch.
+                let left = *budget - 1;
+                if left > 0 && lookahead(&parsed) {
+                    let mut end = pos + consumed;
+                    match &next1 {
+                        Some((Ok(req), used)) => {
+                            prefetch(cx, req, false);
+                            end += used;
+                        }
+                        Some(_) => {}
+                        None => {
+                            next1 = parse_ahead(&input[end..], &self.cfg, cx);
+                            end += next1.as_ref().map_or(0, |n| n.1);
+                        }
+                    }
+                    if left > 1 && next1.as_ref().is_some_and(|n| lookahead(&n.0)) {
+                        next2 = parse_ahead(&input[end..], &self.cfg, cx);
+                    }
+                }
+                let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
+                if !matches!(
+                    step,
+                    Step::Done {
+                        flow: Flow::Next,
+                        ..
+                    }
+                ) {
+                    (next1, next2) = (None, None);
+                }
+                step
+            } else {
+                self.step(rest, cx, out, out_limit)
+            };
+            let Step::Done {
+                consumed,
+                flow,
+                counted,
+            } = step
+            else {
+                break Stop::NeedMore;
+            };
+            if counted {
+                *budget -= 1;
+            }
+            pos += consumed;
+            match flow {
+                Flow::Next | Flow::Swallow(_) => {}
+                Flow::Suspend => break Stop::OutputFull,
+                Flow::Quit | Flow::Hangup => {
+                    pos = input.len();
+                    break Stop::Quit;
+                }
+                Flow::Close => break Stop::Close,
+            }
+        };
+        Served {
+            consumed: pos,
+            stop,
+        }
+    }
+
+    /// Executes a parsed text request (or answers its parse error). `available` is
+    /// the input's length, all of which a [`Flow::Hangup`] consumes.
+    #[inline]
+    fn run_text(
+        &mut self,
+        (parsed, consumed): text::Parsed<'_>,
+        available: usize,
+        cx: &Ctx<'_>,
+        out: &mut Vec<u8>,
+        out_limit: usize,
+    ) -> Step {
+        let (consumed, flow) = match parsed {
+            Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
+                Flow::Suspend => (0, Flow::Suspend),
+                Flow::Swallow(n) => {
+                    self.swallow = n;
+                    (consumed, Flow::Swallow(n))
+                }
+                flow => (consumed, flow),
+            },
+            Err(e) => match e.action() {
+                Action::Reply(r) => {
+                    out.extend_from_slice(r.unwrap_or_default());
+                    (consumed, Flow::Next)
+                }
+                // Replies to earlier requests still go out, as memcached's do;
+                // nothing after this line is read.
+                Action::Close => (available, Flow::Hangup),
+            },
+        };
+        Step::Done {
+            consumed,
+            flow,
+            counted: true,
+        }
+    }
+
+    /// One binary packet (`try_read_command_binary` and `dispatch_bin_command`).
+    fn binary_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Step {
+        let (header, extras, key) = match bin::frame(input) {
+            Frame::NeedMore => return Step::NeedMore,
+            // memcached closes at once, dropping replies not yet sent.
+            Frame::BadMagic => {
+                return Step::Done {
+                    consumed: input.len(),
+                    flow: Flow::Close,
+                    counted: false,
+                }
+            }
+            Frame::Packet(header, extras, key) => (header, extras, key),
+        };
+        let prefix = header.prefix_len();
+        let sasl_on = cx.server.settings.sasl;
+        let decoded = bin::decode(&header, extras, key, sasl_on, self.sasl.authenticated)
+            .and_then(|req| exec::binary::with_value_len(req, &self.cfg, cx));
+        let (req, value_len) = match decoded {
+            Ok(r) => r,
+            Err(Reject::Close(st)) => {
+                bin::error(out, &header, st);
+                return Step::Done {
+                    consumed: input.len(),
+                    flow: Flow::Hangup,
+                    counted: true,
+                };
+            }
+            Err(Reject::Swallow(st, n)) => {
+                bin::error(out, &header, st);
+                self.swallow = n;
+                return Step::Done {
+                    consumed: prefix,
+                    flow: Flow::Swallow(n),
+                    counted: true,
+                };
+            }
+        };
+        let Some(value) = input.get(prefix..prefix + value_len) else {
+            return Step::NeedMore;
+        };
+        let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
+        if let Flow::Swallow(n) = flow {
+            self.swallow = n;
+        }
+        Step::Done {
+            consumed: prefix + value_len,
+            flow,
+            counted: true,
+        }
+    }
+
+    /// memcached's `try_read_command_asciiauth` (`-Y`): before authentication only
+    /// `set <key> <flags> <exptime> <bytes>` followed by `<user> <password>` is
+    /// served; every other line answers `CLIENT_ERROR unauthenticated`. The `set`
+    /// line and its token block are one request; a block that arrives later
+    /// completes it without counting again.
+    fn auth_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Step {
+        let mut used = 0;
+        let counted = self.auth_pending.is_none();
+        let need = match self.auth_pending {
+            Some(n) => n,
+            None => {
+                if input.len() < 2 {
+                    return Step::NeedMore;
+                }
+                let Some(el) = input.iter().position(|&b| b == b'\n') else {
+                    if input.len() > AUTH_LINE_MAX {
+                        return Step::Done {
+                            consumed: input.len(),
+                            flow: Flow::Close,
+                            counted: true,
+                        };
+                    }
+                    return Step::NeedMore;
+                };
+                let tokens = auth_tokens(&input[..el]);
+                let size = (tokens.len() >= 5 && tokens[0] == b"set")
+                    .then(|| safe_strtoul(tokens[4]))
+                    .flatten();
+                used = el + 1;
+                match size {
+                    None => {
+                        self.auth_reply(out, b"CLIENT_ERROR unauthenticated\r\n");
+                        return Step::Done {
+                            consumed: used,
+                            flow: Flow::Next,
+                            counted,
+                        };
+                    }
+                    // Deliberate difference: memcached would buffer up to 4 GB.
+                    Some(n) if n as usize > cx.server.settings.item_size_max => {
+                        return Step::Done {
+                            consumed: used,
+                            flow: Flow::Close,
+                            counted,
+                        };
+                    }
+                    Some(n) => {
+                        self.auth_pending = Some(n as usize + 2);
+                        n as usize + 2
+                    }
+                }
+            }
+        };
+        let Some(block) = input.get(used..used + need) else {
+            // The line is served; its block completes it later.
+            return if used > 0 {
+                Step::Done {
+                    consumed: used,
+                    flow: Flow::Next,
+                    counted,
+                }
+            } else {
+                Step::NeedMore
+            };
+        };
+        self.auth_pending = None;
+        let done = Step::Done {
+            consumed: used + need,
+            flow: Flow::Next,
+            counted,
+        };
+        let Some(payload) = block.strip_suffix(b"\r\n") else {
+            self.auth_reply(out, b"CLIENT_ERROR bad command line termination\r\n");
+            return done;
+        };
+        let tokens = auth_tokens(payload);
+        if tokens.len() < 2 {
+            self.auth_reply(out, b"CLIENT_ERROR bad authentication token format\r\n");
+            return done;
+        }
+        let ok = cx
+            .server
+            .settings
+            .users
+            .as_deref()
+            .is_some_and(|u| u.check(tokens[0], tokens[1]));
+        cx.counters.auth_cmds.incr();
+        if ok {
+            self.auth_reply(out, b"STORED\r\n");
+            self.proto = Proto::Ascii;
+        } else {
+            cx.counters.auth_errors.incr();
+            self.auth_reply(out, b"CLIENT_ERROR authentication failure\r\n");
+        }
+        done
+    }
+
+    /// Appends an auth-mode reply, replacing the previous one of this batch:
+    /// memcached reuses one response object until it transmits.
+    fn auth_reply(&mut self, out: &mut Vec<u8>, reply: &[u8]) {
+        if let Some(start) = self.auth_reply_at {
+            out.truncate(start);
+        }
+        self.auth_reply_at = Some(out.len());
+        out.extend_from_slice(reply);
+    }
+}
+
+/// Whether to look past a request: only gets and complete stores, the requests
+/// that pipelines are made of (anything else may change how what follows parses).
+fn lookahead(parsed: &Result<Request<'_>, text::Error>) -> bool {
+    matches!(parsed, Ok(Request::Get { .. } | Request::Store { .. }))
+}
+
+/// Parses the request at the front of `input` (if complete) and starts loading its
+/// key's index bucket.
+fn parse_ahead<'a>(input: &'a [u8], cfg: &text::Config, cx: &Ctx<'_>) -> Option<text::Parsed<'a>> {
+    if input.is_empty() {
+        return None;
+    }
+    let p = text::parse(input, cfg);
+    if let Some((Ok(req), _)) = &p {
+        prefetch(cx, req, true);
+    }
+    p
+}
+
+/// Starts loading a pipelined request's (first) key: its index bucket, or, once
+/// that is cached, its item (gets only: a set does not read the old item).
+fn prefetch(cx: &Ctx<'_>, req: &Request<'_>, index: bool) {
+    let key = match req {
+        Request::Get { keys, .. } => keys.clone().next(),
+        Request::Store { key, .. } if index => Some(*key),
+        _ => None,
+    };
+    match key {
+        Some(k) if index => cx.engine.prefetch_index(k),
+        Some(k) => cx.engine.prefetch_item(k),
+        None => {}
+    }
+}
+
+/// memcached's `tokenize_command` on a line (split on spaces, empty tokens skipped,
+/// the text ends at a NUL), as far as the auth handshake needs it.
+fn auth_tokens(line: &[u8]) -> Vec<&[u8]> {
+    let line = match line.iter().position(|&b| b == 0) {
+        Some(n) => &line[..n],
+        None => line,
+    };
+    line.split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .take(text::MAX_TOKENS - 1)
+        .collect()
+}
