@@ -179,6 +179,34 @@ fn get_many_keys(s: &Server) {
     );
 }
 
+/// Replies far over the output limit (256 KiB) complete without the client writing
+/// anything more: a multi-get that pauses at the limit resumes when the socket
+/// drains, and so does a pipeline whose replies fill the output buffer.
+fn large_replies_complete_without_more_input(s: &Server) {
+    let mut c = s.connect();
+    let data = [b'v'; 20];
+    c.call(&store("set", "k", 0, 0, &data), b"STORED\r\n");
+    // One get of one key 30,000 times: about 1 MB of replies.
+    let n = 30_000;
+    let mut line = b"get".to_vec();
+    for _ in 0..n {
+        line.extend_from_slice(b" k");
+    }
+    line.extend_from_slice(b"\r\n");
+    let one = value("k", 0, &data);
+    let mut want = one.repeat(n);
+    want.extend_from_slice(b"END\r\n");
+    c.call(&line, &want);
+    // 2,000 pipelined gets of a 1000-byte value: about 2 MB of replies.
+    let big = [b'b'; 1000];
+    c.call(&store("set", "big", 0, 0, &big), b"STORED\r\n");
+    let gets = b"get big\r\n".repeat(2000);
+    let mut want = value("big", 0, &big);
+    want.extend_from_slice(b"END\r\n");
+    c.call(&gets, &want.repeat(2000));
+    c.sync();
+}
+
 fn key_length_limit(s: &Server) {
     let mut c = s.connect();
     let k250 = key(250);
@@ -684,6 +712,7 @@ transport_tests!(
     add_replace_append_prepend,
     cas_command,
     get_many_keys,
+    large_replies_complete_without_more_input,
     key_length_limit,
     gat_and_gats,
     touch_command,
