@@ -5,9 +5,12 @@
 //!   one UDP socket per -l address, dup'ed into every worker's poll:
 //!
 //!   datagram ──recv_from──► rbuf (64 KiB, per socket per worker)
-//!            ── 8-byte frame header stripped ──► text / meta / binary requests
-//!            ── exec (the same executor as TCP) ──► out ──► 1..n datagrams ──send_to──► sender
+//!            ── 8-byte frame header stripped ──► Session::step, one request at a time
+//!               (the same request step as TCP) ──► out ──► 1..n datagrams ──send_to──► sender
 //! ```
+//!
+//! This file is a transport: what it adds to the request step is UDP's own policy,
+//! the framing of requests and replies into datagrams described below.
 //!
 //! The frame (doc/protocol.txt, "UDP protocol"): every datagram starts with four
 //! big-endian u16s: request id, sequence number, total datagrams in the message, and

@@ -1,7 +1,7 @@
 //! The binary protocol's framing and validation ([`memcrab_proto::binary`]).
 //!
 //! The input is what a client sends. It runs through a model of the server's binary
-//! read loop (`crates/server/src/conn.rs`: frame, decode, check a value against `-I`
+//! read loop (`crates/server/src/request.rs`, `binary_step`: frame, decode, check a value against `-I`
 //! before waiting for it, swallow what memcached swallows, stop on a close), with and
 //! without SASL, and:
 //! - framing never reads past the input, and asks for more only while the header,
