@@ -952,6 +952,41 @@ fn stats_counters_move() {
     assert!(c.stat("bytes_written") >= written + 5);
 }
 
+/// A lookup that finds a dead item counts `get_expired` whatever the command
+/// (memcached counts it in `do_item_get`), and then the command's own counters: a
+/// `gat` a touch miss, an `mg` with `T` a get miss (it counts a touch only on a hit).
+#[test]
+fn stats_dead_items_count_for_every_lookup() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    // In one write, so that memcached's background LRU maintainer cannot reclaim the
+    // dead items before the lookups see them.
+    c.call(
+        &cat(&[
+            &store("set", "e1", 0, -1, b"x"),
+            b"gat 100 e1\r\n",
+            &store("set", "e2", 0, -1, b"x"),
+            b"mg e2 T10 v\r\n",
+        ]),
+        b"STORED\r\nEND\r\nSTORED\r\nEN\r\n",
+    );
+    let st = c.stats("");
+    let want: &[(&str, u64)] = &[
+        ("get_expired", 2),
+        ("cmd_touch", 1),
+        ("touch_hits", 0),
+        ("touch_misses", 1),
+        ("cmd_get", 1),
+        ("get_hits", 0),
+        ("get_misses", 1),
+    ];
+    let got: Vec<(&str, u64)> = want
+        .iter()
+        .map(|(n, _)| (*n, st[*n].parse().expect("number")))
+        .collect();
+    assert_eq!(got, want);
+}
+
 /// memcached counts an item each time one is linked: an incr/decr that rewrites the
 /// value in place (the new number fits) links nothing; one that grows it does.
 #[test]
