@@ -1,5 +1,7 @@
 //! Unit tests of the reference engine (the shared semantics are checked against the
 //! model in tests/model.rs).
+//!
+//! Locks: the tests call the engine as the server does, holding none.
 
 use super::*;
 

@@ -2,8 +2,8 @@
 //! next segment to evict or compact from them. Segment ids only: what happens to the
 //! chosen segment's items is `evict.rs`'s business.
 //!
-//! Locks: the arena lock. A `Fifo` lives in the [`super::arena::Arena`], so a
-//! `&mut Fifo` is only had under that lock; nothing here takes a lock.
+//! Locks: the arena lock. A `Fifo` lives in the arena's state (`Seg::arena`), so
+//! a `&mut Fifo` is only had under that lock; nothing here takes a lock.
 //!
 //! Imports: nothing of the engine's.
 

@@ -21,27 +21,32 @@
 //! region or the arena is locked by the same thread, and nothing allocates while
 //! pinned, so reclamation (which waits for pinned readers while holding the arena
 //! lock) cannot deadlock. A function that expects a lock held says so in its type:
-//! it takes the guard or what it guards (`&mut Arena` for the arena lock, `&Locked` /
-//! `&mut Locked` for a partition lock, a region's active segment for a region lock).
-//! Every other function takes the locks it needs itself and expects none held.
+//! it takes the guard or what it guards (`&mut Arena` for the arena lock, `&Locked`
+//! or `&mut Locked` for a partition lock); the two that need a region's lock or the
+//! arena's for a segment they write or walk (`Active::append`, `Seg::sweep_segment`)
+//! say so in their safety contracts. Every other function takes the locks it needs
+//! itself and expects none held.
 //!
-//! The files, each using only those below it (`mod.rs` defines [`Seg`], whose fields
-//! the `impl Seg` files read; lower files know nothing of `Seg`):
+//! The files, each using only those below it, and the lock its functions expect
+//! held. `mod.rs` defines [`Seg`]; the `impl Seg` files above the line read its
+//! fields and its two helpers (`hash`, `open`) and add methods for the files above
+//! them; the files below the line know nothing of `Seg`:
 //!
 //! ```text
-//!   mod.rs       Seg, its fields and constructor, the Engine impl (the lock-free get)
-//!    ├ ops.rs      get_exclusive, after_visit, touch_copy, store/delete/delta   no lock held
-//!    ├ upkeep.rs   maintain: expire_segments, delayed-flush sweeps; flush_all  no lock held
-//!    ├ write.rs    regions, write_item, write_large, take_segment, make_room  none / arena
-//!    ├ evict.rs    evict_one, compact_mostly_dead, empty_segment, reinsert      arena
-//!    ├ link.rs     find_(live_)locked, link, unlink, drop_dead, link_if_current partition
-//!    │  ─ ─ ─ ─ ─ ─ ─ ─ ─ below: no Seg ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─
-//!    ├ arena.rs    Arena: ids, memory, free list, limbo, spare; Active segments arena
-//!    ├ fifo.rs     Fifo: S3-FIFO's small and main queues, victim choice         arena
-//!    ├ segments.rs Desc, Descs (the table), segment memory, Life, Flush         none
-//!    ├ index.rs    Index: partitions, buckets, tagged slots                     partition
-//!    ├ item.rs     the item layout: New (write), View (read)                    none
-//!    └ epoch.rs    epoch-based reclamation: pin, advance, is_quiescent          none
+//!   file          holds                                                  lock held
+//!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
+//!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
+//!   upkeep.rs     maintain (expiry, delayed-flush sweep), flush_all      none
+//!   write.rs      regions, write_item, take_segment, make_room           none / arena
+//!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
+//!   link.rs       find_live_locked, link, unlink, link_if_current        partition
+//!   ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ below: no Seg ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─
+//!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active    arena
+//!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
+//!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
+//!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
+//!   item.rs       the item layout: New (write), View (read)              none
+//!   epoch.rs      epoch-based reclamation: pin, advance, is_quiescent    none
 //! ```
 
 mod arena;

@@ -1,4 +1,4 @@
-//! The engine's operations, as [`Engine`] calls them: lookups beyond the lock-free
+//! The engine's operations, as [`crate::Engine`] calls them: lookups beyond the lock-free
 //! hit (`get_exclusive`, and what a visit does to the item: [`Seg::after_visit`],
 //! [`Seg::touch_copy`]), and every read-modify-write, built as read without a lock
 //! ([`Seg::snapshot`]), write a new item, link it if the item read is still current:
@@ -22,8 +22,8 @@ use super::segments::{Desc, Life};
 use super::Seg;
 use crate::clock::RelTime;
 use crate::{
-    apply_delta, memcached_item_bytes, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine,
-    Fetch, GetOpts, Item, Mode, StoreOpts, StoreResult,
+    apply_delta, memcached_item_bytes, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch,
+    GetOpts, Item, Mode, StoreOpts, StoreResult,
 };
 
 /// A copy of what a read-modify-write needs from the current item.
@@ -345,7 +345,7 @@ impl Seg {
             let Some(new_loc) = self.write_or_oom(&new) else {
                 if mode == Mode::Set {
                     // memcached drops the old value when a set cannot be stored.
-                    self.delete(key, &DeleteOpts::default());
+                    self.delete_impl(key, &DeleteOpts::default());
                 }
                 return StoreResult::OutOfMemory;
             };
@@ -370,7 +370,7 @@ impl Seg {
         }
     }
 
-    /// [`Engine::delete`].
+    /// [`crate::Engine::delete`].
     pub(super) fn delete_impl(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
         let h = self.hash(key);
         if !opts.invalidate {
@@ -425,7 +425,7 @@ impl Seg {
         }
     }
 
-    /// [`Engine::delta`].
+    /// [`crate::Engine::delta`].
     pub(super) fn delta_impl(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
         let h = self.hash(key);
         let new_cas = opts.new_cas.filter(|_| self.use_cas);

@@ -1,5 +1,8 @@
 //! Unit tests of the segment engine's own mechanics (the shared semantics are
 //! checked against the model in tests/model.rs).
+//!
+//! Locks: the tests call the engine as the server does, holding none; a few read
+//! the engine's state through its own lock.
 
 use super::segments::NEVER;
 use super::write::ttl_bucket;
