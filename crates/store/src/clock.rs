@@ -4,6 +4,8 @@
 //! once per tick rather than read per request. We do the same: [`Clock::now`] is a
 //! relaxed atomic load, and a ticker (the server's, or a test driving time by hand)
 //! moves it forward.
+//!
+//! Locks: none; the time is one relaxed atomic.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

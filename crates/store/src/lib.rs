@@ -10,12 +10,42 @@
 //! the server turns wire exptimes into them with [`clock::Clock::realtime`].
 //!
 //! ```text
-//!   server worker ──► dyn Engine ──► reference::Reference   (sharded maps + LRU)
-//!                                └─► (the fast segment engine, a later issue)
+//!   server worker ──► dyn Engine ─┬─► seg::Seg              (default: segments, lock-free hits)
+//!                                 └─► reference::Reference  (-o engine=reference: maps + LRU)
 //! ```
 //!
 //! [`Engine`] is the contract both engines keep; the reference engine is the simple
-//! model that property tests hold faster engines against.
+//! model that property tests hold the segment engine against.
+//!
+//! The files, each using only those below it in its folder (this file's shared types
+//! are used by all; `docs/storage.md` describes the segment engine), and the lock
+//! each one's functions expect held:
+//!
+//! ```text
+//!   lib.rs          Engine, its options and results, Config, Stats, apply_delta
+//!   clock.rs        Clock, RelTime                                       none
+//!   seg/            the segment engine
+//!     mod.rs        Seg, its fields, the Engine impl (lock-free get)     none
+//!     ops.rs        get_exclusive, touch_copy, store/delete/delta        none (take their own)
+//!     upkeep.rs     maintain: expiry, delayed-flush sweeps; flush_all    none (take their own)
+//!     write.rs      regions, write_item, take_segment, make_room         none / arena
+//!     evict.rs      evict_one, compact_mostly_dead, empty_segment        arena
+//!     link.rs       find_locked, link, unlink, link_if_current           partition
+//!     arena.rs      Arena: ids, memory, free list, limbo; Active         arena
+//!     fifo.rs       Fifo: S3-FIFO's small and main queues                arena
+//!     segments.rs   Desc, Descs, segment memory, Life, Flush             none
+//!     index.rs      Index (lock-free find), Locked partitions            pinned / partition
+//!     item.rs       the item layout: New, View                           none
+//!     epoch.rs      epoch-based reclamation                              none
+//!   reference/      the reference engine
+//!     mod.rs        Reference, reservation, the Engine impl              none (one shard at a time)
+//!     shard.rs      Shard: slots, hash table, LRU list, eviction         its shard
+//! ```
+//!
+//! Lock order in the segment engine: region → arena → partition, never the reverse
+//! (see `seg/mod.rs`). The reference engine holds one shard lock at a time. A
+//! function that expects a lock held takes the guard, or what it guards, as a
+//! parameter (`&mut Arena`, `&mut Locked`, `&mut Shard`), so the type says which.
 //!
 //! How the protocols map onto the engine (each request is one call, atomic per key):
 //!

@@ -24,6 +24,13 @@
 //! The registry is process-wide (all engines share it): a thread takes a slot on its
 //! first pin and gives it back when it exits. Threads beyond [`SLOTS`] share one
 //! counter that blocks all reclamation while any of them is pinned.
+//!
+//! Locks: none; the registry is atomics only. [`wait_quiescent`] spins until the
+//! readers it waits for unpin, so whoever calls it must not be pinned (it would wait
+//! for itself) and must not hold a lock a pinned reader could be waiting for (none
+//! does: readers take no lock while pinned).
+//!
+//! Imports: nothing of the engine's.
 
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};

@@ -21,6 +21,15 @@
 //!
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
+//!
+//! Locks: a partition lock, the only lock here. [`Index::find`], [`Index::peek`]
+//! and [`Index::prefetch`] take none: they take an [`epoch::Guard`] (the caller is
+//! pinned). [`Index::lock`] takes a partition's lock and returns it as a
+//! [`Locked`], whose methods run under it (the guard proves it). `counts`, `size`
+//! and `reset_total_items` take each partition's lock in turn, so they must be
+//! called with none held. `collect` takes only the retired-table list's own lock.
+//!
+//! Imports: epoch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -13,9 +13,16 @@
 //! so the engine writes a new copy that has the field (`View::set_exptime` says when).
 //! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
 //! and the CAS unique takes 8 only when it cannot be derived from the item's place
-//! (see `Seg::cas_of`): when an item was moved by eviction or given an explicit CAS.
+//! (see `Desc::cas_of` in segments.rs): when an item was moved by eviction or
+//! compaction, or given an explicit CAS.
 //! Everything but `exptime` and `state` is written once, before the item is
 //! published in the index, and never changed while the item is reachable.
+//!
+//! Locks: none taken or expected; `state` and `exptime` are atomics. Whoever reads
+//! or writes an item keeps its segment alive (pinned, partition-locked, or owning
+//! it): see the safety contracts of [`New::write`] and [`View::read`].
+//!
+//! Imports: nothing of the engine's.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -37,11 +44,8 @@ pub const ATIME_MASK: u32 = (1 << 28) - 1;
 pub const ACCESSED: u32 = 1 << 28;
 /// The item has been read since it was stored (memcached's ITEM_FETCHED).
 pub const FETCHED: u32 = 1 << 29;
-/// Marked stale by meta invalidation (memcached's ITEM_STALE); used once the meta
-/// protocol's engine operations land.
-#[allow(dead_code)]
+/// Marked stale by meta invalidation (`md I`, a stale `ms I`): memcached's ITEM_STALE.
 pub const STALE: u32 = 1 << 30;
-#[allow(dead_code)]
 /// A meta win token has been handed out (memcached's ITEM_TOKEN_SENT).
 pub const TOKEN_SENT: u32 = 1 << 31;
 

@@ -1,7 +1,13 @@
 //! Unit tests of the segment engine's own mechanics (the shared semantics are
 //! checked against the model in tests/model.rs).
+//!
+//! Locks: the tests call the engine as the server does, holding none; a few read
+//! the engine's state through its own lock.
 
+use super::segments::NEVER;
+use super::write::ttl_bucket;
 use super::*;
+use crate::Counter;
 
 fn engine(limit: u64, evict: bool) -> (Seg, Arc<Clock>) {
     let clock = Arc::new(Clock::new());

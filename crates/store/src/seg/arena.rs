@@ -1,0 +1,254 @@
+//! The arena: the pool of segments behind `Seg::arena` ([`Arena`]): descriptor ids,
+//! segment memory and its accounting against the limit, the free list, limbo
+//! (retired segments waiting for readers to leave), the sealed segments' queues,
+//! the reinsertion segment and its spare. Also [`Active`], an open segment being
+//! filled (a region's, or the arena's reinsertion segment).
+//!
+//! Locks: the arena lock. An `Arena` is only reachable through `Seg::arena`'s guard,
+//! so its methods (`&mut self`) run under it; they take no other lock and never
+//! wait. [`Active::append`] needs whoever owns the open segment: its region's lock,
+//! or the arena lock for the reinsertion segment.
+//!
+//! Imports: segments, fifo, item (to write), index's [`Loc`], epoch (limbo).
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use super::epoch;
+use super::fifo::Fifo;
+use super::index::{Loc, MAX_SEGMENTS};
+use super::item;
+use super::segments::{alloc_segment, free_segment, Descs};
+use crate::clock::RelTime;
+use crate::SegmentStats;
+
+/// An open segment being filled.
+#[derive(Clone, Copy)]
+pub struct Active {
+    pub seg: u32,
+    pub off: u32,
+    pub cap: u32,
+}
+
+impl Active {
+    /// Segment `seg` of `cap` bytes, just opened.
+    pub fn fresh(seg: u32, cap: u32) -> Active {
+        Active { seg, off: 0, cap }
+    }
+
+    /// Whether `size` more bytes fit.
+    pub fn fits(&self, size: u32) -> bool {
+        self.off + size <= self.cap
+    }
+
+    /// Bytes left.
+    pub fn room(&self) -> u64 {
+        u64::from(self.cap - self.off)
+    }
+
+    /// Writes `new`, `size` bytes that [`Active::fits`], after the segment's items,
+    /// raises the segment's `max_exptime` for it, and returns where it went.
+    ///
+    /// # Safety
+    /// The caller owns this open segment (it is its region's active segment and the
+    /// region is locked, or it is the reinsertion segment and the arena is locked):
+    /// bytes from `off` on are written by no one else and read by no one until
+    /// linked. `descs` is the table that holds its descriptor.
+    pub unsafe fn append(&mut self, descs: &Descs, new: &item::New<'_>, size: u32) -> Loc {
+        debug_assert!(self.fits(size));
+        let d = descs.get(self.seg);
+        let base = d.ptr.load(Ordering::Acquire);
+        // SAFETY: per the contract the bytes from `off` on are ours; the segment has
+        // `cap` bytes and `off + size <= cap`.
+        unsafe { new.write(base.add(self.off as usize)) };
+        d.raise_expiry(new.exptime);
+        let loc = Loc {
+            seg: self.seg,
+            off: self.off,
+        };
+        self.off += size;
+        loc
+    }
+}
+
+/// The arena's state, under `Seg::arena`.
+pub struct Arena {
+    /// Bytes of a normal segment (fixed; larger or smaller ones are large items').
+    seg_size: u32,
+    /// Normal segments with memory, ready to open.
+    pub free: Vec<u32>,
+    /// Retired segments waiting for readers: (epoch, id).
+    pub limbo: VecDeque<(u64, u32)>,
+    /// Sealed segments, oldest first in each of S3-FIFO's two queues.
+    pub fifo: Fifo,
+    /// Descriptor ids without memory, for large items.
+    spare_ids: Vec<u32>,
+    /// Next never-used descriptor id (ids start at 1).
+    next_id: u32,
+    /// Bytes of segment memory held (normal and large).
+    pub used: u64,
+    /// Of `used`, bytes and count of large segments.
+    large_used: u64,
+    large_count: u64,
+    /// Eviction's destination for reinserted (hot) items.
+    pub reinsert: Option<Active>,
+    /// A free segment kept for the next reinsertion segment: each evicted segment
+    /// refills it on its way out of limbo, so eviction never needs the free list.
+    pub spare: Option<u32>,
+    /// A lower bound of the sealed segments' `max_exptime` (touches only raise
+    /// those): until the clock reaches it, and with no flush_all since the last
+    /// scan, `expire_segments` has nothing to free and skips its walk.
+    pub next_expiry: RelTime,
+    /// The flush generation `expire_segments` last scanned for.
+    pub scanned_flush_gen: u64,
+}
+
+impl Arena {
+    pub fn new(seg_size: u32) -> Arena {
+        Arena {
+            seg_size,
+            free: Vec::new(),
+            limbo: VecDeque::new(),
+            fifo: Fifo::default(),
+            spare_ids: Vec::new(),
+            next_id: 1,
+            used: 0,
+            large_used: 0,
+            large_count: 0,
+            reinsert: None,
+            spare: None,
+            next_expiry: 0,
+            scanned_flush_gen: 0,
+        }
+    }
+
+    fn new_id(&mut self) -> Option<u32> {
+        if let Some(id) = self.spare_ids.pop() {
+            return Some(id);
+        }
+        if self.next_id >= MAX_SEGMENTS {
+            return None;
+        }
+        self.next_id += 1;
+        Some(self.next_id - 1)
+    }
+
+    /// A new segment of `cap` bytes with fresh memory (the caller checked the
+    /// limit); large when `cap` is not the normal size. None when there is no id or
+    /// the allocator has no memory.
+    pub fn alloc(&mut self, descs: &Descs, cap: u32) -> Option<u32> {
+        let id = self.new_id()?;
+        let p = alloc_segment(cap);
+        if p.is_null() {
+            self.spare_ids.push(id);
+            return None;
+        }
+        let d = descs.get(id);
+        d.cap.store(cap, Ordering::Relaxed);
+        d.ptr.store(p, Ordering::Release);
+        self.used += u64::from(cap);
+        if cap != self.seg_size {
+            self.large_used += u64::from(cap);
+            self.large_count += 1;
+        }
+        Some(id)
+    }
+
+    fn release_memory(&mut self, descs: &Descs, id: u32) {
+        let d = descs.get(id);
+        let p = d.ptr.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        let cap = d.cap.swap(0, Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: the segment is out of limbo (no reader can be in it) or free,
+            // and none of its items is linked.
+            unsafe { free_segment(p, cap) };
+            self.used -= u64::from(cap);
+            if cap != self.seg_size {
+                self.large_used -= u64::from(cap);
+                self.large_count -= 1;
+            }
+        }
+        self.spare_ids.push(id);
+    }
+
+    /// Gives free segments' memory back while `used + need` is over `limit` (free
+    /// segments count as used). Returns whether `used + need` is within it now.
+    pub fn release_over(&mut self, descs: &Descs, need: u64, limit: u64) -> bool {
+        while self.used + need > limit {
+            match self.free.pop().or_else(|| self.spare.take()) {
+                Some(id) => self.release_memory(descs, id),
+                None => break,
+            }
+        }
+        self.used + need <= limit
+    }
+
+    /// Moves quiescent segments from limbo to the free list (or frees large ones).
+    pub fn reclaim_limbo(&mut self, descs: &Descs) {
+        while let Some(&(e, id)) = self.limbo.front() {
+            if !epoch::is_quiescent(e) {
+                break;
+            }
+            self.limbo.pop_front();
+            let cap = descs.get(id).cap.load(Ordering::Relaxed);
+            if cap == self.seg_size {
+                if self.spare.is_none() {
+                    self.spare = Some(id);
+                } else {
+                    self.free.push(id);
+                }
+            } else {
+                self.release_memory(descs, id);
+            }
+        }
+    }
+
+    /// Retires an emptied segment: reusable once no reader can be in it.
+    pub fn retire(&mut self, id: u32) {
+        self.limbo.push_back((epoch::advance(), id));
+    }
+
+    /// Appends a sealed segment to its queue and lowers `next_expiry` to its expiry.
+    pub fn enqueue(&mut self, descs: &Descs, id: u32, main: bool) {
+        self.fifo.push(id, main);
+        let max = descs.get(id).max_exptime.load(Ordering::Relaxed);
+        self.next_expiry = self.next_expiry.min(max);
+    }
+
+    /// Seals an open segment: its items end where it was filled; it joins its queue.
+    pub fn seal(&mut self, descs: &Descs, a: Active) {
+        let d = descs.get(a.seg);
+        d.end.store(a.off, Ordering::Relaxed);
+        self.enqueue(descs, a.seg, d.main.load(Ordering::Relaxed));
+    }
+
+    /// Bytes left in the reinsertion segment (0 without one).
+    pub fn reinsert_room(&self) -> u64 {
+        self.reinsert.map_or(0, |a| a.room())
+    }
+
+    /// The age of the oldest sealed segment at `now`, and the segment figures of
+    /// `stats` (without the counters, which the engine keeps).
+    pub fn stats(&self, descs: &Descs, now: RelTime) -> (u32, SegmentStats) {
+        let oldest = [self.fifo.small.front(), self.fifo.main.front()]
+            .into_iter()
+            .flatten()
+            .map(|&id| now.saturating_sub(descs.get(id).opened.load(Ordering::Relaxed)))
+            .max()
+            .unwrap_or(0);
+        let normal = |id: &u32| descs.get(*id).cap.load(Ordering::Relaxed) == self.seg_size;
+        let normal_count = (self.used - self.large_used) / u64::from(self.seg_size);
+        let segments = SegmentStats {
+            segment_bytes: u64::from(self.seg_size),
+            segments: normal_count,
+            free_segments: (self.free.len()
+                + usize::from(self.spare.is_some())
+                + self.limbo.iter().filter(|(_, id)| normal(id)).count())
+                as u64,
+            large_segments: self.large_count,
+            memory_bytes: self.used,
+            ..SegmentStats::default()
+        };
+        (oldest, segments)
+    }
+}

@@ -1,0 +1,219 @@
+//! Segments: the descriptor table ([`Descs`], chunks allocated on first use), segment
+//! memory ([`alloc_segment`], [`free_segment`]), and what an item in a segment looks
+//! like from outside: its descriptor, its [`View`], its CAS unique
+//! ([`Desc::cas_of`]) and whether it is live ([`Flush::life`]).
+//!
+//! Locks: none are taken here, and none is needed to call these functions. Every
+//! descriptor field is an atomic whose comment says who writes it (the arena lock's
+//! holder, a partition lock's, or the owner of an open segment). What a view may be
+//! trusted for depends on the caller: see [`Descs::view`].
+//!
+//! Imports: the index's [`Loc`] and the item layout only.
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use super::index::{Loc, MAX_SEGMENTS};
+use super::item::{View, ATIME_MASK};
+use crate::clock::RelTime;
+use crate::Fetch;
+
+/// `max_exptime` of a segment holding an item that never expires.
+pub const NEVER: u32 = u32::MAX;
+/// Descriptors per lazily allocated chunk of the descriptor table.
+const DESC_CHUNK: usize = 4096;
+
+/// Segment size for a memory limit: about 1/128 of it, a power of two between
+/// 64 KiB and 1 MiB, so that even `-m 8` has enough segments for every active region.
+pub fn segment_bytes(limit: u64) -> u32 {
+    let target = (limit / 128).clamp(64 * 1024, 1024 * 1024);
+    1u32 << (63 - target.leading_zeros())
+}
+
+/// What an item with this exptime makes of its segment's `max_exptime`: the exptime
+/// itself, or [`NEVER`] for 0.
+pub fn expiry_bound(exptime: RelTime) -> u32 {
+    if exptime == 0 {
+        NEVER
+    } else {
+        exptime
+    }
+}
+
+/// A segment's descriptor.
+#[derive(Default)]
+pub struct Desc {
+    /// The segment's memory, null while it has none. Changed only under the arena
+    /// lock, while no item of the segment is linked and no reader can be in it.
+    pub ptr: AtomicPtr<u8>,
+    /// Bytes of memory at `ptr`. Written with `ptr`.
+    pub cap: AtomicU32,
+    /// Generation, from `Seg::gen`, set when the segment is opened for writing: the
+    /// high bits of its items' CAS uniques, and compared with [`Flush::gen`].
+    /// Written before any item of the opening is written.
+    pub gen: AtomicU64,
+    /// When the segment was opened (for `oldest_item_age`).
+    pub opened: AtomicU32,
+    /// The latest exptime of its items, NEVER if one never expires (fetch_max).
+    pub max_exptime: AtomicU32,
+    /// Bytes of its linked items (changed under partition locks).
+    pub live: AtomicU64,
+    /// Where its written items end; set when it is sealed (arena lock).
+    pub end: AtomicU32,
+    /// A reinsertion segment: items that were hit (S3-FIFO's main queue), as
+    /// opposed to items as they were stored (the small queue). Written under the
+    /// arena lock when the segment is opened; read under it by eviction.
+    pub main: AtomicBool,
+}
+
+impl Desc {
+    /// Prepares the segment for writing: generation `gen`, opened `now`, empty
+    /// counters, in the main queue or not. By whoever takes the segment to write it
+    /// (under the arena lock), before any of its items is written.
+    pub fn open(&self, gen: u64, now: RelTime, main: bool) {
+        self.gen.store(gen, Ordering::Relaxed);
+        self.opened.store(now, Ordering::Relaxed);
+        self.max_exptime.store(0, Ordering::Relaxed);
+        self.live.store(0, Ordering::Relaxed);
+        self.end.store(0, Ordering::Relaxed);
+        self.main.store(main, Ordering::Relaxed);
+    }
+
+    /// Raises `max_exptime` for an item written or touched to `exptime`.
+    pub fn raise_expiry(&self, exptime: RelTime) {
+        self.max_exptime
+            .fetch_max(expiry_bound(exptime), Ordering::Relaxed);
+    }
+
+    /// The CAS unique of the item `v` at `loc` in this segment (0 when CAS is off):
+    /// the one it carries, or else the generation and the offset.
+    pub fn cas_of(&self, loc: Loc, v: &View<'_>, use_cas: bool) -> u64 {
+        if !use_cas {
+            return 0;
+        }
+        v.explicit_cas
+            .unwrap_or_else(|| self.gen.load(Ordering::Relaxed) << 24 | u64::from(loc.off >> 2))
+    }
+}
+
+/// The descriptor table: one [`Desc`] per segment id, in chunks allocated on first
+/// use. It owns the segments' memory and frees it when dropped.
+pub struct Descs {
+    /// Chunks of [`DESC_CHUNK`] descriptors; the OnceLock publishes each once.
+    chunks: Box<[OnceLock<Box<[Desc]>>]>,
+}
+
+impl Descs {
+    pub fn new() -> Descs {
+        Descs {
+            chunks: (0..(MAX_SEGMENTS as usize / DESC_CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
+    }
+
+    /// The descriptor of segment `id`.
+    pub fn get(&self, id: u32) -> &Desc {
+        let chunk = self.chunks[id as usize / DESC_CHUNK]
+            .get_or_init(|| (0..DESC_CHUNK).map(|_| Desc::default()).collect());
+        &chunk[id as usize % DESC_CHUNK]
+    }
+
+    /// The item at `loc`.
+    ///
+    /// # Safety
+    /// `loc` names a published item whose segment cannot be reused while the view
+    /// lives: the caller is pinned and loaded `loc` from the index while pinned, or
+    /// holds the lock of the partition linking it, or owns the segment.
+    pub unsafe fn view(&self, loc: Loc) -> (&Desc, View<'_>) {
+        let d = self.get(loc.seg);
+        let base = d.ptr.load(Ordering::Acquire);
+        // SAFETY: per the contract the segment's memory is live and holds a
+        // published item at `loc.off`.
+        (d, unsafe { View::read(base.add(loc.off as usize)) })
+    }
+}
+
+impl Drop for Descs {
+    fn drop(&mut self) {
+        for chunk in self.chunks.iter_mut() {
+            if let Some(chunk) = chunk.get_mut() {
+                for d in chunk.iter_mut() {
+                    let p = *d.ptr.get_mut();
+                    if !p.is_null() {
+                        // SAFETY: `p` was allocated by `alloc_segment` with this
+                        // capacity, and with `&mut self` nothing can reach it.
+                        unsafe { free_segment(p, *d.cap.get_mut()) };
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn segment_layout(cap: u32) -> std::alloc::Layout {
+    // 64-byte alignment: items are 4-aligned and the first sits on a cache line.
+    std::alloc::Layout::from_size_align(cap.max(64) as usize, 64)
+        .unwrap_or(std::alloc::Layout::new::<[u8; 64]>())
+}
+
+/// Zeroed memory for a segment of `cap` bytes; null when the allocator has none.
+pub fn alloc_segment(cap: u32) -> *mut u8 {
+    // SAFETY: the layout has a non-zero size. Zeroed memory comes from calloc/mmap,
+    // so untouched pages of a new segment cost no resident memory.
+    unsafe { std::alloc::alloc_zeroed(segment_layout(cap)) }
+}
+
+/// # Safety
+/// `p` came from `alloc_segment(cap)` and nothing can reach it any more.
+pub unsafe fn free_segment(p: *mut u8, cap: u32) {
+    // SAFETY: per the contract, same layout as the allocation, and unreachable.
+    unsafe { std::alloc::dealloc(p, segment_layout(cap)) }
+}
+
+/// Why an item is not live.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Life {
+    Live,
+    Expired,
+    Flushed,
+}
+
+impl Life {
+    /// What a lookup that met an item in this state answers.
+    pub fn fetch(self) -> Fetch {
+        match self {
+            Life::Live => Fetch::Hit,
+            Life::Expired => Fetch::Expired,
+            Life::Flushed => Fetch::Flushed,
+        }
+    }
+}
+
+/// What flush_all has invalidated, read by every liveness check.
+#[derive(Default)]
+pub struct Flush {
+    /// Segments with a smaller generation were flushed by an immediate flush_all
+    /// (raised with Release after the active segments are sealed; read Acquire).
+    pub gen: AtomicU64,
+    /// memcached's `settings.oldest_live`: items last accessed at or before it are
+    /// invalid once it is due. 0 = none. Relaxed: a plain setting.
+    pub oldest_live: AtomicU32,
+}
+
+impl Flush {
+    /// Whether the item `v` of segment `d` is live at `now`, else why not.
+    pub fn life(&self, d: &Desc, v: &View<'_>, now: RelTime) -> Life {
+        let oldest_live = self.oldest_live.load(Ordering::Relaxed);
+        if d.gen.load(Ordering::Relaxed) < self.gen.load(Ordering::Acquire)
+            || (oldest_live != 0 && oldest_live <= now && v.state() & ATIME_MASK <= oldest_live)
+        {
+            return Life::Flushed;
+        }
+        let exp = v.exptime();
+        if exp != 0 && exp <= now {
+            return Life::Expired;
+        }
+        Life::Live
+    }
+}
