@@ -9,12 +9,12 @@
 //! maps parsed requests onto the store.
 //!
 //! Modules:
-//! - [`text`]: the classic text protocol (`doc/protocol.txt`, "Commands").
-//! - [`meta`]: the meta commands (`mg ms md ma mn me`), reached through [`text::parse`].
+//! - [`text`]: the classic text protocol (`doc/protocol.txt`, "Commands"), and under
+//!   it [`text::meta`], the meta commands (`mg ms md ma mn me`), reached through
+//!   [`text::parse`].
 //! - [`binary`]: the binary protocol (framing, validation, responses).
 //! - [`num`]: memcached's `safe_strto*` number parsing, quirks included.
 
 pub mod binary;
-pub mod meta;
 pub mod num;
 pub mod text;

@@ -61,7 +61,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use memcrab_proto::binary::{self as bin, Frame, Reject};
-use memcrab_proto::meta::Meta;
+use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request, KEY_MAX_LEN};
 use socket2::Type;
 

@@ -6,7 +6,7 @@
 //! server-side parser it borrows from the input and answers `None` until a whole unit
 //! has arrived.
 
-use super::StoreCmd;
+use super::request::StoreCmd;
 use crate::num::safe_strtoull;
 
 /// One unit of a server reply.
