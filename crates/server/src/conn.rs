@@ -361,7 +361,7 @@ impl Conn {
                     let line = &input[..el];
                     let tokens = auth_tokens(line);
                     let size = (tokens.len() >= 5 && tokens[0] == b"set")
-                        .then(|| memcrab_proto::num::safe_strtoul(tokens[4]))
+                        .then(|| memcrab_proto::num::safe_strtoul(tokens[4]).ok())
                         .flatten();
                     self.rpos += el + 1;
                     match size {

@@ -66,10 +66,10 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
         b"VALUE" => {
             let mut t = rest.split(|&b| b == b' ').filter(|t| !t.is_empty());
             let key = t.next().ok_or(Malformed)?;
-            let flags = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
-            let len = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
+            let flags = safe_strtoull(t.next().ok_or(Malformed)?).map_err(|_| Malformed)?;
+            let len = safe_strtoull(t.next().ok_or(Malformed)?).map_err(|_| Malformed)?;
             let cas = match t.next() {
-                Some(c) => Some(safe_strtoull(c).ok_or(Malformed)?),
+                Some(c) => Some(safe_strtoull(c).map_err(|_| Malformed)?),
                 None => None,
             };
             let len = usize::try_from(len).map_err(|_| Malformed)?;
@@ -115,7 +115,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
         b"CLIENT_ERROR" => Reply::ClientError(rest),
         b"SERVER_ERROR" => Reply::ServerError(rest),
         _ if !line.is_empty() && line.iter().all(u8::is_ascii_digit) => {
-            Reply::Number(safe_strtoull(line).ok_or(Malformed)?)
+            Reply::Number(safe_strtoull(line).map_err(|_| Malformed)?)
         }
         _ => Reply::Other(line),
     };

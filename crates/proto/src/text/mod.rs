@@ -29,7 +29,7 @@
 //!   client.rs   client side: encoders, reply parser   ──► request (StoreCmd)
 //! ```
 
-use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
+use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
 use token::{Found, Tokens};
 
 pub mod client;
@@ -121,15 +121,15 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
         b"verbosity" => want(nt == 3 || nt == 4, &|| {
             let noreply = t.noreply();
             match safe_strtoul(t.get(1)) {
-                Some(level) => Ok(Request::Verbosity { level, noreply }),
-                None => Err(Error::BadFormat { noreply }),
+                Ok(level) => Ok(Request::Verbosity { level, noreply }),
+                Err(NotANumber) => Err(Error::BadFormat { noreply }),
             }
         }),
         b"cache_memlimit" => want(nt == 3 || nt == 4, &|| {
             let noreply = t.noreply();
             match safe_strtoul(t.get(1)) {
-                Some(megabytes) => Ok(Request::CacheMemlimit { megabytes, noreply }),
-                None => Err(Error::MemlimitNotNumber { noreply }),
+                Ok(megabytes) => Ok(Request::CacheMemlimit { megabytes, noreply }),
+                Err(NotANumber) => Err(Error::MemlimitNotNumber { noreply }),
             }
         }),
         // Meta commands are all two bytes long and start with `m`.
@@ -175,8 +175,8 @@ fn get<'a>(_t: &Tokens<'a>, line: &'a [u8], cas: bool, touch: Option<i32>) -> Re
 
 fn gat<'a>(t: &Tokens<'a>, line: &'a [u8], cas: bool) -> Result<Request<'a>, Error> {
     match safe_strtol(t.get(1)) {
-        Some(exptime) => Ok(get(t, line, cas, Some(exptime))),
-        None => Err(Error::InvalidExptime { noreply: false }),
+        Ok(exptime) => Ok(get(t, line, cas, Some(exptime))),
+        Err(NotANumber) => Err(Error::InvalidExptime { noreply: false }),
     }
 }
 
@@ -188,7 +188,7 @@ fn storage<'a>(t: &Tokens<'a>, cmd: StoreCmd, after: &'a [u8], cfg: &Config) -> 
     if key.len() > KEY_MAX_LEN {
         return bad;
     }
-    let (Some(flags), Some(exptime), Some(vlen)) = (
+    let (Ok(flags), Ok(exptime), Ok(vlen)) = (
         safe_strtoul(t.get(2)),
         safe_strtol(t.get(3)),
         safe_strtol(t.get(4)),
@@ -198,8 +198,8 @@ fn storage<'a>(t: &Tokens<'a>, cmd: StoreCmd, after: &'a [u8], cfg: &Config) -> 
     let mut cas_unique = 0;
     if cmd == StoreCmd::Cas {
         match safe_strtoull(t.get(5)) {
-            Some(c) => cas_unique = c,
-            None => return bad,
+            Ok(c) => cas_unique = c,
+            Err(NotANumber) => return bad,
         }
     }
     // memcached: `vlen < 0 || vlen > (INT_MAX - 2)`.
@@ -245,13 +245,13 @@ fn arith<'a>(t: &Tokens<'a>, incr: bool) -> Result<Request<'a>, Error> {
         return Err(Error::BadFormat { noreply });
     }
     match safe_strtoull(t.get(2)) {
-        Some(delta) => Ok(Request::Arith {
+        Ok(delta) => Ok(Request::Arith {
             key,
             delta,
             incr,
             noreply,
         }),
-        None => Err(Error::InvalidDelta { noreply }),
+        Err(NotANumber) => Err(Error::InvalidDelta { noreply }),
     }
 }
 
@@ -280,12 +280,12 @@ fn touch<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
         return Err(Error::BadFormat { noreply });
     }
     match safe_strtol(t.get(2)) {
-        Some(exptime) => Ok(Request::Touch {
+        Ok(exptime) => Ok(Request::Touch {
             key,
             exptime,
             noreply,
         }),
-        None => Err(Error::InvalidExptime { noreply }),
+        Err(NotANumber) => Err(Error::InvalidExptime { noreply }),
     }
 }
 
@@ -294,8 +294,8 @@ fn flush_all<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
     let mut delay = 0;
     if t.ntokens() != if noreply { 3 } else { 2 } {
         match safe_strtol(t.get(1)) {
-            Some(d) => delay = d,
-            None => return Err(Error::InvalidExptime { noreply }),
+            Ok(d) => delay = d,
+            Err(NotANumber) => return Err(Error::InvalidExptime { noreply }),
         }
     }
     Ok(Request::FlushAll { delay, noreply })

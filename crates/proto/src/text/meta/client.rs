@@ -54,7 +54,7 @@ impl<'a> MetaReply<'a> {
 
     /// The returned CAS (`c` flag).
     pub fn cas(&self) -> Option<u64> {
-        self.flag(b'c').and_then(safe_strtoull)
+        self.flag(b'c').and_then(|c| safe_strtoull(c).ok())
     }
 }
 
@@ -105,6 +105,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(MetaReply<'_>, usize)>, Malform
         None => (rest, &rest[rest.len()..]),
     };
     let size = safe_strtoull(size)
+        .ok()
         .and_then(|n| usize::try_from(n).ok())
         .ok_or(Malformed)?;
     let end = used

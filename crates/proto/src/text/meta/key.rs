@@ -23,9 +23,9 @@ impl<'a> Key<'a> {
     }
 
     /// A base64 key, if it decodes as memcached's `base64_decode` would.
-    pub(super) fn base64(raw: &'a [u8]) -> Option<Self> {
+    pub(super) fn base64(raw: &'a [u8]) -> Result<Self, NotBase64> {
         base64_decode(raw, &mut [0; DECODED_KEY_MAX])?;
-        Some(Key { raw, binary: true })
+        Ok(Key { raw, binary: true })
     }
 
     /// The key the item is stored under: the token, or its decoding into `buf`.
@@ -65,15 +65,21 @@ fn b64_value(b: u8) -> Option<u8> {
     }
 }
 
+/// Input memcached's `base64_decode` refuses (it returns 0): nothing to decode, not
+/// whole blocks of four, more than two `=`, or more bytes than the output holds. For a
+/// key sent with `b` the parser answers `CLIENT_ERROR error decoding key` (`mg`, `ms`,
+/// `md`, `ma`) or `CLIENT_ERROR bad command line format` (`me`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotBase64;
+
 /// memcached's `base64_decode` (base64.c): bytes outside the alphabet are skipped,
 /// the rest must come in whole blocks of four, a block with `=` padding ends the
 /// input (one `=` drops a byte, two drop two, more is invalid). Returns the decoded
-/// length, or `None` (memcached's 0) when the input is invalid, empty, or does not
-/// fit in `out`.
-pub fn base64_decode(src: &[u8], out: &mut [u8]) -> Option<usize> {
+/// length, or [`NotBase64`] where memcached returns 0.
+pub fn base64_decode(src: &[u8], out: &mut [u8]) -> Result<usize, NotBase64> {
     let count = src.iter().filter(|&&b| b64_value(b).is_some()).count();
     if count == 0 || count % 4 != 0 || count / 4 * 3 > out.len() {
-        return None;
+        return Err(NotBase64);
     }
     let mut pos = 0;
     let mut block = [0u8; 4];
@@ -96,13 +102,17 @@ pub fn base64_decode(src: &[u8], out: &mut [u8]) -> Option<usize> {
                 match pad {
                     1 => pos -= 1,
                     2 => pos -= 2,
-                    _ => return None,
+                    _ => return Err(NotBase64),
                 }
                 break;
             }
         }
     }
-    (pos > 0).then_some(pos)
+    if pos > 0 {
+        Ok(pos)
+    } else {
+        Err(NotBase64)
+    }
 }
 
 /// Standard base64 with `=` padding, as memcached's `base64_encode`.

@@ -30,7 +30,7 @@
 
 use super::config::{item_size_ok, Config};
 use super::token::Tokens;
-use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
+use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
 use memcrab_limits::KEY_MAX_LEN;
 
 pub mod client;
@@ -39,7 +39,7 @@ pub mod reply;
 #[cfg(test)]
 mod tests;
 
-pub use key::{base64_decode, base64_encode, Key, KeyBuf, DECODED_KEY_MAX};
+pub use key::{base64_decode, base64_encode, Key, KeyBuf, NotBase64, DECODED_KEY_MAX};
 
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: the longest `O` token, the `O` included.
 pub const OPAQUE_MAX_LEN: usize = 32;
@@ -245,8 +245,8 @@ pub(crate) fn parse<'a>(
             }
             if ntokens >= 4 && toks[2] == b"b" {
                 return match Key::base64(toks[1]) {
-                    Some(key) => ok(Meta::Debug { key }),
-                    None => fail(errors::BAD_FORMAT),
+                    Ok(key) => ok(Meta::Debug { key }),
+                    Err(NotBase64) => fail(errors::BAD_FORMAT),
                 };
             }
             return ok(Meta::Debug {
@@ -313,7 +313,7 @@ fn set<'a>(
         return fail(errors::TOO_MANY_FLAGS, 0);
     }
     let vlen = match safe_strtol(toks[2]).map(usize::try_from) {
-        Some(Ok(v)) if v <= i32::MAX as usize - 2 => v,
+        Ok(Ok(v)) if v <= i32::MAX as usize - 2 => v,
         _ => return fail(errors::BAD_FORMAT, 0),
     };
     let total = vlen + 2;
@@ -392,34 +392,34 @@ fn preparse<'a>(
         };
         match o {
             b'b' => match Key::base64(key_tok) {
-                Some(k) => key = k,
-                None => bad(Some(errors::DECODING_KEY)),
+                Ok(k) => key = k,
+                Err(NotBase64) => bad(Some(errors::DECODING_KEY)),
             },
             b'N' | b'T' | b'R' => match safe_strtol(arg) {
-                Some(v) => match o {
+                Ok(v) => match o {
                     b'N' => f.vivify = Some(v),
                     b'T' => f.ttl = Some(v),
                     _ => f.recache = Some(v),
                 },
-                None => bad(Some(errors::BAD_TOKEN)),
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
             b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'l' | b'h' => {}
             b'v' => f.value = true,
             b'u' => f.no_bump = true,
             b'q' => f.quiet = true,
             b'F' => match safe_strtoul(arg) {
-                Some(v) => f.client_flags = v,
+                Ok(v) => f.client_flags = v,
                 // memcached sets no message here: the last one (or the default).
-                None => bad(None),
+                Err(NotANumber) => bad(None),
             },
             b'C' => match safe_strtoull(arg) {
-                Some(v) => f.compare_cas = Some(v),
-                None => bad(Some(errors::BAD_TOKEN)),
+                Ok(v) => f.compare_cas = Some(v),
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
             // Newer than 1.6.18 (which answers "invalid flag"): explicit new CAS.
             b'E' => match safe_strtoull(arg) {
-                Some(v) => f.new_cas = Some(v),
-                None => bad(Some(errors::BAD_TOKEN)),
+                Ok(v) => f.new_cas = Some(v),
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
             b'M' => {
                 if t.len() != 2 {
@@ -429,12 +429,12 @@ fn preparse<'a>(
                 }
             }
             b'J' => match safe_strtoull(arg) {
-                Some(v) => f.initial = v,
-                None => bad(Some(errors::INITIAL_VALUE)),
+                Ok(v) => f.initial = v,
+                Err(NotANumber) => bad(Some(errors::INITIAL_VALUE)),
             },
             b'D' => match safe_strtoull(arg) {
-                Some(v) => f.delta = v,
-                None => bad(Some(errors::DELTA_VALUE)),
+                Ok(v) => f.delta = v,
+                Err(NotANumber) => bad(Some(errors::DELTA_VALUE)),
             },
             b'I' => f.invalidate = true,
             _ => return Err(errors::INVALID_FLAG),
