@@ -47,9 +47,30 @@ pub enum Reply<'a> {
     Other(&'a [u8]),
 }
 
-/// A reply line that is not what the protocol allows where it stands.
+/// A reply that is not what the protocol allows where it stands (the meta client's
+/// too): the connection's replies can no longer be matched to its requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed;
+
+/// The data block of `len` bytes that follows a reply line ending at `start` (a
+/// `VALUE` or `VA` line), and where its `\r\n` ends. `Ok(None)`: not all here yet.
+pub(crate) fn data_block(
+    buf: &[u8],
+    start: usize,
+    len: usize,
+) -> Result<Option<(&[u8], usize)>, Malformed> {
+    let end = start
+        .checked_add(len)
+        .and_then(|e| e.checked_add(2))
+        .ok_or(Malformed)?;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    if &buf[end - 2..end] != b"\r\n" {
+        return Err(Malformed);
+    }
+    Ok(Some((&buf[start..end - 2], end)))
+}
 
 /// Parses one reply unit from the front of `buf`. `Ok(None)`: more bytes needed.
 pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> {
@@ -74,21 +95,14 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
             };
             let len = usize::try_from(len).map_err(|_| Malformed)?;
             let flags = u32::try_from(flags).map_err(|_| Malformed)?;
-            let end = used
-                .checked_add(len)
-                .and_then(|e| e.checked_add(2))
-                .ok_or(Malformed)?;
-            if buf.len() < end {
+            let Some((data, end)) = data_block(buf, used, len)? else {
                 return Ok(None);
-            }
-            if &buf[end - 2..end] != b"\r\n" {
-                return Err(Malformed);
-            }
+            };
             return Ok(Some((
                 Reply::Value {
                     key,
                     flags,
-                    data: &buf[used..end - 2],
+                    data,
                     cas,
                 },
                 end,

@@ -4,6 +4,10 @@
 //! replies keep their flags as one slice, searched with [`MetaReply::flag`].
 
 use crate::num::safe_strtoull;
+use crate::text::client::data_block;
+
+/// A reply that is not a meta reply (the text client's type: one for both clients).
+pub use crate::text::client::Malformed;
 
 /// What a meta reply line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,10 +62,6 @@ impl<'a> MetaReply<'a> {
     }
 }
 
-/// A reply line that is not a meta reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Malformed;
-
 /// Parses one reply from the front of `buf`. `Ok(None)`: more bytes needed.
 pub fn parse_reply(buf: &[u8]) -> Result<Option<(MetaReply<'_>, usize)>, Malformed> {
     let Some(nl) = memchr::memchr(b'\n', buf) else {
@@ -108,21 +108,14 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(MetaReply<'_>, usize)>, Malform
         .ok()
         .and_then(|n| usize::try_from(n).ok())
         .ok_or(Malformed)?;
-    let end = used
-        .checked_add(size)
-        .and_then(|e| e.checked_add(2))
-        .ok_or(Malformed)?;
-    if buf.len() < end {
+    let Some((value, end)) = data_block(buf, used, size)? else {
         return Ok(None);
-    }
-    if &buf[end - 2..end] != b"\r\n" {
-        return Err(Malformed);
-    }
+    };
     Ok(Some((
         MetaReply::Status {
             code,
             flags,
-            value: Some(&buf[used..used + size]),
+            value: Some(value),
         },
         end,
     )))

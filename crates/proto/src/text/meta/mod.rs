@@ -185,9 +185,13 @@ pub enum Meta<'a> {
     },
 }
 
-/// Error replies, exactly as memcached 1.6.18 writes them.
+/// Error replies, exactly as memcached 1.6.18 writes them. The ones the classic
+/// commands send too are [`text::reply`](super::reply)'s.
 pub mod errors {
-    pub const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+    pub use crate::text::reply::{
+        BAD_FORMAT, DELTA_OUT_OF_MEMORY, NON_NUMERIC, OUT_OF_MEMORY, TOO_LARGE,
+    };
+
     pub const DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR duplicate flag\r\n";
     pub const INVALID_FLAG: &[u8] = b"CLIENT_ERROR invalid flag\r\n";
     pub const INVALID_OR_DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR invalid or duplicate flag\r\n";
@@ -204,11 +208,6 @@ pub mod errors {
     pub const MS_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ms M token\r\n";
     pub const MA_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ma M token\r\n";
     pub const BAD_DATA_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
-    pub const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
-    pub const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
-    pub const NON_NUMERIC: &[u8] =
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
-    pub const DELTA_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 }
 
 /// What [`parse`] made of a meta line, and what the text parser does with it.
