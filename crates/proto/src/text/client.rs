@@ -3,8 +3,8 @@
 //! A reply is parsed one unit at a time with [`parse_reply`]: a `VALUE` block (header
 //! line and data), a `STAT` line, or a one-line status. The caller knows which units a
 //! request expects (a get: values then `END`; stats: `STAT`s then `END`). Like the
-//! server-side parser it borrows from the input and answers `None` until a whole unit
-//! has arrived.
+//! server-side parser it borrows from the input and answers `Ok(None)` until a whole
+//! unit has arrived.
 
 use super::request::StoreCmd;
 use crate::num::safe_strtoull;

@@ -17,17 +17,10 @@
 //! `parse` never copies: keys and values borrow from the input. `None` means more
 //! bytes are needed; the caller keeps the bytes and calls again when more arrive.
 //!
-//! Files (an arrow is "imports"; none points back up):
-//!
-//! ```text
-//!   mod.rs      parse, dispatch, the classic commands ──► token, config, request, meta
-//!   request.rs  Request, StoreCmd, Keys, Error, Action ──► meta (Request::Meta)
-//!   meta/       mg ms md ma mn me                     ──► token, config
-//!   token.rs    line finding, tokenize_command        (imports nothing)
-//!   config.rs   Config, item_size_ok                  ──► memcrab_limits
-//!   reply.rs    reply lines and encoders              (imports nothing)
-//!   client.rs   client side: encoders, reply parser   ──► request (StoreCmd)
-//! ```
+//! The files under `text/` and what they import are drawn in the crate docs
+//! ([`crate`]): `mod.rs` (this file) holds the parser and the classic commands, and
+//! imports the tokenizer, `Config`, the request types and [`meta`]; none of them
+//! imports it back.
 
 use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
 use token::{Found, Tokens};
