@@ -20,13 +20,14 @@
 //! key; the caller checks its size before waiting for it (memcached answers
 //! "Too large." and swallows the value without buffering it).
 
+use memcrab_limits::KEY_MAX_LEN;
+
 /// Length of every request and response header.
 pub const HEADER_LEN: usize = 24;
 /// Request magic byte.
 pub const REQ_MAGIC: u8 = 0x80;
 /// Response magic byte.
 pub const RES_MAGIC: u8 = 0x81;
-pub use memcrab_limits::KEY_MAX_LEN;
 /// memcached's `MAX_SASL_MECH_LEN`.
 pub const MAX_SASL_MECH_LEN: usize = 32;
 /// incr/decr's expiration that means "do not create".

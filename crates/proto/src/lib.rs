@@ -5,16 +5,61 @@
 //! (`None`), and reproduce memcached 1.6's accept/reject decisions byte for byte,
 //! because clients depend on its exact replies.
 //!
-//! Non-goals: I/O, storage, time. This crate depends on nothing of ours; the server
-//! maps parsed requests onto the store.
+//! Non-goals: I/O, storage, time. Of our crates this one depends only on
+//! memcrab-limits (key length, item size against `-I`), which store and server share;
+//! the server maps parsed requests onto the store.
 //!
 //! Modules:
-//! - [`text`]: the classic text protocol (`doc/protocol.txt`, "Commands").
-//! - [`meta`]: the meta commands (`mg ms md ma mn me`), reached through [`text::parse`].
+//! - [`text`]: the classic text protocol (`doc/protocol.txt`, "Commands"), parsed by
+//!   [`text::parse`].
+//! - [`text::meta`]: the meta commands (`mg ms md ma mn me`). They are text commands
+//!   (same line, same tokenizer), so [`text::parse`] hands them to this child module.
 //! - [`binary`]: the binary protocol (framing, validation, responses).
 //! - [`num`]: memcached's `safe_strto*` number parsing, quirks included.
+//!
+//! Files, what each holds, and what it imports of this crate (`──►`). No file imports
+//! its parent module's file, and no file imports one that imports it, directly or
+//! through others: `text/mod.rs` calls into `meta/` and `request.rs`, and what they
+//! need of text (tokenizer, `Config`, reply lines) sits in the leaf files below.
+//! Unit tests (`tests.rs`, `mod tests` blocks) may import anything.
+//!
+//! ```text
+//!   lib.rs
+//!   ├── text/
+//!   │   ├── mod.rs         parse: find the line, tokenize, dispatch; the classic
+//!   │   │                  commands (get, set, delete, incr, ...)
+//!   │   │                  ──► token, config, request, meta, num, memcrab_limits
+//!   │   ├── request.rs     Request, StoreCmd, Keys; Error and the Action it asks of
+//!   │   │                  the connection             ──► meta (Request::Meta)
+//!   │   ├── meta/
+//!   │   │   ├── mod.rs     meta::parse (returns Parsed), Meta, Flags, SetMode, the
+//!   │   │   │              error lines
+//!   │   │   │                  ──► token, config, text's reply, key, num, memcrab_limits
+//!   │   │   ├── key.rs     Key (plain or base64), base64 codec, NotBase64
+//!   │   │   │                  ──► memcrab_limits (DECODED_KEY_MAX)
+//!   │   │   ├── reply.rs   reply pieces (` c<cas>`, ` k<key>`, ` t<ttl>`)  ──► key
+//!   │   │   ├── client.rs  client side: request encoders, reply parser
+//!   │   │   │                  ──► text's client (Malformed, data_block), num
+//!   │   │   └── tests.rs
+//!   │   ├── token.rs       line finding and memcached's tokenize_command (Tokens,
+//!   │   │                  MAX_TOKENS, LINE_MAX_NO_NEWLINE); imports nothing
+//!   │   ├── config.rs      Config, item_size_ok        ──► memcrab_limits
+//!   │   ├── reply.rs       reply lines and encoders; imports nothing
+//!   │   ├── client.rs      client side: request encoders, reply parser
+//!   │   │                                              ──► request (StoreCmd), num
+//!   │   └── tests.rs
+//!   ├── binary.rs          frame, decode (Reject), responses, test client
+//!   │                                                  ──► memcrab_limits
+//!   └── num.rs             safe_strtoull/strtoul/strtol, NotANumber; a leaf
+//! ```
+//!
+//! Limits: every memcached limit the codecs share with store and server
+//! (`KEY_MAX_LEN`, the item size rule) comes from memcrab-limits; proto re-exports
+//! only [`text::KEY_MAX_LEN`]. The limits that are the protocol's own stay with their
+//! parser ([`text::MAX_TOKENS`], [`text::LINE_MAX_NO_NEWLINE`],
+//! [`text::meta::MAX_TOKENS`], [`text::meta::OPAQUE_MAX_LEN`],
+//! [`binary::MAX_SASL_MECH_LEN`]).
 
 pub mod binary;
-pub mod meta;
 pub mod num;
 pub mod text;

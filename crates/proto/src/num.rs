@@ -6,6 +6,17 @@
 //! accepted, and 32-bit outputs are truncated from 64 bits without a range check
 //! (`set k 4294967296 0 1` stores flags 0). Clients may rely on any of this, so we
 //! reproduce it rather than "fix" it.
+//!
+//! Each function answers the number or [`NotANumber`] (where memcached's returns
+//! `false`); what that means on the wire depends on the token, so the caller picks the
+//! reply. A leaf: imports nothing of this crate.
+
+/// The token is not a number `safe_strto*` accepts (no digits, junk after them, out
+/// of range, or a `-` where memcached refuses one). The caller answers with the error
+/// its command uses for that token (`CLIENT_ERROR bad command line format`,
+/// `invalid exptime argument`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotANumber;
 
 /// C's `isspace` in the "C" locale.
 #[inline]
@@ -62,10 +73,10 @@ fn tail_ok(s: &[u8], end: usize) -> bool {
 
 /// `safe_strtoull`: an unsigned 64-bit number. `-N` wraps as in C unless the result
 /// looks negative as a signed number, in which case a `-` anywhere rejects it.
-pub fn safe_strtoull(s: &[u8]) -> Option<u64> {
+pub fn safe_strtoull(s: &[u8]) -> Result<u64, NotANumber> {
     let sc = scan(s);
     if sc.overflow || !tail_ok(s, sc.end) {
-        return None;
+        return Err(NotANumber);
     }
     let v = if sc.negative {
         sc.magnitude.wrapping_neg()
@@ -73,37 +84,37 @@ pub fn safe_strtoull(s: &[u8]) -> Option<u64> {
         sc.magnitude
     };
     if (v as i64) < 0 && s.contains(&b'-') {
-        return None;
+        return Err(NotANumber);
     }
-    Some(v)
+    Ok(v)
 }
 
 /// `safe_strtoul`: as [`safe_strtoull`] (C's `unsigned long` is 64-bit here), then
 /// truncated to 32 bits without a range check, as memcached does.
-pub fn safe_strtoul(s: &[u8]) -> Option<u32> {
+pub fn safe_strtoul(s: &[u8]) -> Result<u32, NotANumber> {
     safe_strtoull(s).map(|v| v as u32)
 }
 
 /// `safe_strtol`: a signed 64-bit `strtol`, truncated to 32 bits, as memcached does
 /// for exptimes and value lengths.
-pub fn safe_strtol(s: &[u8]) -> Option<i32> {
+pub fn safe_strtol(s: &[u8]) -> Result<i32, NotANumber> {
     let sc = scan(s);
     if !tail_ok(s, sc.end) {
-        return None;
+        return Err(NotANumber);
     }
     let v: i64 = if sc.negative {
         // strtol overflows below i64::MIN; its magnitude may be exactly 2^63.
         if sc.overflow || sc.magnitude > (i64::MAX as u64) + 1 {
-            return None;
+            return Err(NotANumber);
         }
         (sc.magnitude as i64).wrapping_neg()
     } else {
         if sc.overflow || sc.magnitude > i64::MAX as u64 {
-            return None;
+            return Err(NotANumber);
         }
         sc.magnitude as i64
     };
-    Some(v as i32)
+    Ok(v as i32)
 }
 
 #[cfg(test)]
@@ -112,25 +123,25 @@ mod tests {
 
     #[test]
     fn strtoull_table() {
-        let cases: &[(&[u8], Option<u64>)] = &[
-            (b"0", Some(0)),
-            (b"42", Some(42)),
-            (b"+42", Some(42)),
-            (b" 42", Some(42)),
-            (b"\t42", Some(42)),
-            (b"42\t", Some(42)),
-            (b"42\r", Some(42)),
-            (b"18446744073709551615", Some(u64::MAX)),
-            (b"18446744073709551616", None),
-            (b"-1", None),
-            (b"-0", Some(0)),
+        let cases: &[(&[u8], Result<u64, NotANumber>)] = &[
+            (b"0", Ok(0)),
+            (b"42", Ok(42)),
+            (b"+42", Ok(42)),
+            (b" 42", Ok(42)),
+            (b"\t42", Ok(42)),
+            (b"42\t", Ok(42)),
+            (b"42\r", Ok(42)),
+            (b"18446744073709551615", Ok(u64::MAX)),
+            (b"18446744073709551616", Err(NotANumber)),
+            (b"-1", Err(NotANumber)),
+            (b"-0", Ok(0)),
             // Small negatives wrap to huge values, which look negative: rejected.
-            (b"-5", None),
-            (b"", None),
-            (b"+", None),
-            (b"abc", None),
-            (b"12abc", None),
-            (b"0x10", None),
+            (b"-5", Err(NotANumber)),
+            (b"", Err(NotANumber)),
+            (b"+", Err(NotANumber)),
+            (b"abc", Err(NotANumber)),
+            (b"12abc", Err(NotANumber)),
+            (b"0x10", Err(NotANumber)),
         ];
         for (input, want) in cases {
             assert_eq!(
@@ -144,28 +155,28 @@ mod tests {
 
     #[test]
     fn strtoul_truncates() {
-        assert_eq!(safe_strtoul(b"4294967295"), Some(u32::MAX));
-        assert_eq!(safe_strtoul(b"4294967296"), Some(0));
-        assert_eq!(safe_strtoul(b"4294967297"), Some(1));
-        assert_eq!(safe_strtoul(b"-1"), None);
+        assert_eq!(safe_strtoul(b"4294967295"), Ok(u32::MAX));
+        assert_eq!(safe_strtoul(b"4294967296"), Ok(0));
+        assert_eq!(safe_strtoul(b"4294967297"), Ok(1));
+        assert_eq!(safe_strtoul(b"-1"), Err(NotANumber));
     }
 
     #[test]
     fn strtol_table() {
-        let cases: &[(&[u8], Option<i32>)] = &[
-            (b"0", Some(0)),
-            (b"-1", Some(-1)),
-            (b"+7", Some(7)),
-            (b"2147483647", Some(i32::MAX)),
-            (b"2147483648", Some(i32::MIN)),
-            (b"4294967296", Some(0)),
-            (b"9223372036854775807", Some(-1)),
-            (b"9223372036854775808", None),
-            (b"-9223372036854775808", Some(0)),
-            (b"-9223372036854775809", None),
-            (b"1.5", None),
-            (b"", None),
-            (b"-", None),
+        let cases: &[(&[u8], Result<i32, NotANumber>)] = &[
+            (b"0", Ok(0)),
+            (b"-1", Ok(-1)),
+            (b"+7", Ok(7)),
+            (b"2147483647", Ok(i32::MAX)),
+            (b"2147483648", Ok(i32::MIN)),
+            (b"4294967296", Ok(0)),
+            (b"9223372036854775807", Ok(-1)),
+            (b"9223372036854775808", Err(NotANumber)),
+            (b"-9223372036854775808", Ok(0)),
+            (b"-9223372036854775809", Err(NotANumber)),
+            (b"1.5", Err(NotANumber)),
+            (b"", Err(NotANumber)),
+            (b"-", Err(NotANumber)),
         ];
         for (input, want) in cases {
             assert_eq!(

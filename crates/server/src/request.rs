@@ -410,7 +410,7 @@ impl Session {
                 };
                 let tokens = auth_tokens(&input[..el]);
                 let size = (tokens.len() >= 5 && tokens[0] == b"set")
-                    .then(|| safe_strtoul(tokens[4]))
+                    .then(|| safe_strtoul(tokens[4]).ok())
                     .flatten();
                 used = el + 1;
                 match size {

@@ -63,7 +63,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use memcrab_proto::binary as bin;
-use memcrab_proto::meta::Meta;
+use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
 use crate::exec::{Ctx, Flow};

@@ -134,9 +134,9 @@ fn check_request(h: &Header, req: &Request<'_>) {
         | Request::Delete { key, .. }
         | Request::Arith { key, .. }
         | Request::Store { key, .. } => {
-            assert!(!key.is_empty() && key.len() <= bin::KEY_MAX_LEN);
+            assert!(!key.is_empty() && key.len() <= text::KEY_MAX_LEN);
         }
-        Request::Stat { key } => assert!(key.len() <= bin::KEY_MAX_LEN),
+        Request::Stat { key } => assert!(key.len() <= text::KEY_MAX_LEN),
         Request::SaslAuth { mech, .. } => {
             assert!(!mech.is_empty() && mech.len() <= bin::MAX_SASL_MECH_LEN)
         }

@@ -14,7 +14,7 @@
 //!   over 2048 bytes still without its newline may close the connection early (as in
 //!   memcached, which closes when it has buffered that much without a newline).
 
-use memcrab_proto::meta::{self, Meta};
+use memcrab_proto::text::meta::{self, Meta};
 use memcrab_proto::text::{self, client, Config, Error, Request, KEY_MAX_LEN};
 
 use crate::Step;
@@ -314,7 +314,7 @@ fn round_trip(req: &Request<'_>, cfg: &Config) {
 }
 
 fn encode_meta(m: &Meta<'_>, out: &mut Vec<u8>) -> bool {
-    use memcrab_proto::meta::client as mc;
+    use memcrab_proto::text::meta::client as mc;
     match m {
         Meta::Get { key, flags } => mc::mg(out, key.raw(), &flags.tokens().collect::<Vec<_>>()),
         Meta::Set {
@@ -359,7 +359,7 @@ fn reply_parsers(data: &[u8]) {
 /// memcached's base64: decoding never overruns, and encoding round trips.
 fn base64(data: &[u8]) {
     let mut buf = [0; meta::DECODED_KEY_MAX];
-    if let Some(n) = meta::base64_decode(data, &mut buf) {
+    if let Ok(n) = meta::base64_decode(data, &mut buf) {
         assert!(n <= buf.len());
     }
     let src = &data[..data.len().min(meta::DECODED_KEY_MAX)];

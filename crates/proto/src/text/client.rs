@@ -3,10 +3,10 @@
 //! A reply is parsed one unit at a time with [`parse_reply`]: a `VALUE` block (header
 //! line and data), a `STAT` line, or a one-line status. The caller knows which units a
 //! request expects (a get: values then `END`; stats: `STAT`s then `END`). Like the
-//! server-side parser it borrows from the input and answers `None` until a whole unit
-//! has arrived.
+//! server-side parser it borrows from the input and answers `Ok(None)` until a whole
+//! unit has arrived.
 
-use super::StoreCmd;
+use super::request::StoreCmd;
 use crate::num::safe_strtoull;
 
 /// One unit of a server reply.
@@ -47,9 +47,30 @@ pub enum Reply<'a> {
     Other(&'a [u8]),
 }
 
-/// A reply line that is not what the protocol allows where it stands.
+/// A reply that is not what the protocol allows where it stands (the meta client's
+/// too): the connection's replies can no longer be matched to its requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed;
+
+/// The data block of `len` bytes that follows a reply line ending at `start` (a
+/// `VALUE` or `VA` line), and where its `\r\n` ends. `Ok(None)`: not all here yet.
+pub(crate) fn data_block(
+    buf: &[u8],
+    start: usize,
+    len: usize,
+) -> Result<Option<(&[u8], usize)>, Malformed> {
+    let end = start
+        .checked_add(len)
+        .and_then(|e| e.checked_add(2))
+        .ok_or(Malformed)?;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    if &buf[end - 2..end] != b"\r\n" {
+        return Err(Malformed);
+    }
+    Ok(Some((&buf[start..end - 2], end)))
+}
 
 /// Parses one reply unit from the front of `buf`. `Ok(None)`: more bytes needed.
 pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> {
@@ -66,29 +87,22 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
         b"VALUE" => {
             let mut t = rest.split(|&b| b == b' ').filter(|t| !t.is_empty());
             let key = t.next().ok_or(Malformed)?;
-            let flags = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
-            let len = t.next().and_then(safe_strtoull).ok_or(Malformed)?;
+            let flags = safe_strtoull(t.next().ok_or(Malformed)?).map_err(|_| Malformed)?;
+            let len = safe_strtoull(t.next().ok_or(Malformed)?).map_err(|_| Malformed)?;
             let cas = match t.next() {
-                Some(c) => Some(safe_strtoull(c).ok_or(Malformed)?),
+                Some(c) => Some(safe_strtoull(c).map_err(|_| Malformed)?),
                 None => None,
             };
             let len = usize::try_from(len).map_err(|_| Malformed)?;
             let flags = u32::try_from(flags).map_err(|_| Malformed)?;
-            let end = used
-                .checked_add(len)
-                .and_then(|e| e.checked_add(2))
-                .ok_or(Malformed)?;
-            if buf.len() < end {
+            let Some((data, end)) = data_block(buf, used, len)? else {
                 return Ok(None);
-            }
-            if &buf[end - 2..end] != b"\r\n" {
-                return Err(Malformed);
-            }
+            };
             return Ok(Some((
                 Reply::Value {
                     key,
                     flags,
-                    data: &buf[used..end - 2],
+                    data,
                     cas,
                 },
                 end,
@@ -115,7 +129,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, Malformed> 
         b"CLIENT_ERROR" => Reply::ClientError(rest),
         b"SERVER_ERROR" => Reply::ServerError(rest),
         _ if !line.is_empty() && line.iter().all(u8::is_ascii_digit) => {
-            Reply::Number(safe_strtoull(line).ok_or(Malformed)?)
+            Reply::Number(safe_strtoull(line).map_err(|_| Malformed)?)
         }
         _ => Reply::Other(line),
     };

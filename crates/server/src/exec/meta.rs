@@ -20,7 +20,9 @@
 //! - `me`'s `cls` is computed from memcached's default slab classes for the item's
 //!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
 
-use memcrab_proto::meta::{errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX};
+use memcrab_proto::text::meta::{
+    errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX,
+};
 use memcrab_store::{
     memcached_item_bytes, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode,
     RelTime, StoreOpts, StoreResult, Vivify,
@@ -102,7 +104,7 @@ fn ttl_effects(
                 created = ttl.unwrap_or(created);
             }
             b'N' => created = viv.unwrap_or(created),
-            b'O' if t.len() > memcrab_proto::meta::OPAQUE_MAX_LEN => break,
+            b'O' if t.len() > memcrab_proto::text::meta::OPAQUE_MAX_LEN => break,
             _ => {}
         }
     }
@@ -173,7 +175,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
                 b'f' => reply::flag_num(out, b'f', it.flags),
                 b'l' => reply::flag_num(out, b'l', now.wrapping_sub(it.atime)),
                 b'h' => reply::flag_num(out, b'h', u8::from(it.fetched)),
-                b'O' if t.len() > memcrab_proto::meta::OPAQUE_MAX_LEN => {
+                b'O' if t.len() > memcrab_proto::text::meta::OPAQUE_MAX_LEN => {
                     failed = true;
                     return false;
                 }
@@ -418,7 +420,7 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         use std::io::Write;
         out.extend_from_slice(b"ME ");
         if key.is_binary() {
-            memcrab_proto::meta::base64_encode(kbytes, out);
+            memcrab_proto::text::meta::base64_encode(kbytes, out);
         } else {
             out.extend_from_slice(kbytes);
         }

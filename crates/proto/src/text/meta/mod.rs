@@ -1,0 +1,458 @@
+//! memcached's meta commands (`mg ms md ma mn me`), server side: request parsing and
+//! flag tokens here, the request [`Key`] and base64 in `key.rs`, reply pieces in
+//! [`reply`]; the client side in [`client`].
+//!
+//! The model is memcached 1.6.18's `proto_text.c` (`_meta_flag_preparse`,
+//! `process_mget_command`, `process_mset_command`, `process_mdelete_command`,
+//! `process_marithmetic_command`, `process_meta_command`): the same token limits, the
+//! same order of checks, the same error strings (which differ between commands: `md`
+//! and `ma` answer every flag error with `CLIENT_ERROR invalid or duplicate flag`,
+//! `mg` and `ms` with the specific one).
+//!
+//! ```text
+//!   "ms k 5 T10 F3 c\r\nhello\r\n"
+//!    ──► Meta::Set { key: "k", flags: [T10 F3 c], data: "hello", mode: Set }
+//!   "md k q O12\r\n" ──► Meta::Delete { key: "k", flags: [q O12] }
+//! ```
+//!
+//! Meta commands are text commands: the text parser ([`super::parse`]) finds and
+//! tokenizes the line and hands every two-letter command starting with `m` to this
+//! module's `parse`; a meta request comes back as `Request::Meta`. This module is a
+//! child of `text` and reads only what sits below it there (the tokenizer in
+//! `token.rs`, `Config` in `config.rs`), never the classic parser. Keys and values
+//! borrow from the input; a base64 key (`b`) is decoded into a small buffer on the
+//! stack ([`KeyBuf`]). One deliberate extension over 1.6.18: the `E` flag (explicit
+//! new CAS, newer protocol.txt) is accepted; 1.6.18 answers `CLIENT_ERROR invalid
+//! flag`.
+//!
+//! Errors memcached reports only after touching the item (`mg`/`ma` with an opaque
+//! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
+
+use super::config::{item_size_ok, Config};
+use super::token::Tokens;
+use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use memcrab_limits::KEY_MAX_LEN;
+
+pub mod client;
+mod key;
+pub mod reply;
+#[cfg(test)]
+mod tests;
+
+pub use key::{base64_decode, base64_encode, Key, KeyBuf, NotBase64, DECODED_KEY_MAX};
+
+/// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: the longest `O` token, the `O` included.
+pub const OPAQUE_MAX_LEN: usize = 32;
+/// memcached's `MFLAG_MAX_OPT_LENGTH`: a meta line may have at most this many tokens,
+/// counting the command, the key and memcached's terminal pseudo-token.
+pub const MAX_TOKENS: usize = 20;
+
+/// The parsed flags of a meta request, and its flag tokens in request order (replies
+/// echo `O`, `k`, `c`, `t`... in the order they were asked for, and `T`/`N`/`R`
+/// take effect in that order too).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Flags<'a> {
+    /// From the first flag token to the end of the last one (tokens are split on
+    /// spaces, so splitting this again yields them).
+    span: &'a [u8],
+    /// `q`: suppress the nominal reply (which one depends on the command).
+    pub quiet: bool,
+    /// `v`: return the value.
+    pub value: bool,
+    /// `u`: no LRU bump.
+    pub no_bump: bool,
+    /// `I`: invalidate (`md`), or store-if-stale (`ms` with `C`).
+    pub invalidate: bool,
+    /// `T<ttl>`, as sent.
+    pub ttl: Option<i32>,
+    /// `N<ttl>`: vivify on miss, as sent.
+    pub vivify: Option<i32>,
+    /// `R<ttl>`: recache threshold, as sent.
+    pub recache: Option<i32>,
+    /// `F<flags>` (0 when absent).
+    pub client_flags: u32,
+    /// `C<cas>`.
+    pub compare_cas: Option<u64>,
+    /// `E<cas>`: explicit new CAS (not in 1.6.18).
+    pub new_cas: Option<u64>,
+    /// `M<mode>`: the mode character.
+    pub mode: Option<u8>,
+    /// `J<initial>` (0 when absent).
+    pub initial: u64,
+    /// `D<delta>` (1 when absent).
+    pub delta: u64,
+}
+
+impl<'a> Flags<'a> {
+    fn empty() -> Self {
+        Flags {
+            span: &[],
+            quiet: false,
+            value: false,
+            no_bump: false,
+            invalidate: false,
+            ttl: None,
+            vivify: None,
+            recache: None,
+            client_flags: 0,
+            compare_cas: None,
+            new_cas: None,
+            mode: None,
+            initial: 0,
+            delta: 1,
+        }
+    }
+
+    /// The flag tokens in request order (each non-empty; the first byte is the flag).
+    pub fn tokens(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.span.split(|&b| b == b' ').filter(|t| !t.is_empty())
+    }
+
+    /// Whether an `O` token is longer than [`OPAQUE_MAX_LEN`]: memcached answers
+    /// `CLIENT_ERROR opaque token too long` (for `mg` and `ma` only after acting).
+    pub fn opaque_too_long(&self) -> bool {
+        self.tokens()
+            .any(|t| t[0] == b'O' && t.len() > OPAQUE_MAX_LEN)
+    }
+
+    /// Whether flag `a` comes before flag `b` (both present).
+    pub fn before(&self, a: u8, b: u8) -> bool {
+        let pos = |f: u8| self.tokens().position(|t| t[0] == f);
+        matches!((pos(a), pos(b)), (Some(x), Some(y)) if x < y)
+    }
+
+    /// Whether flag `f` was sent.
+    pub fn has(&self, f: u8) -> bool {
+        self.tokens().any(|t| t[0] == f)
+    }
+}
+
+impl std::fmt::Debug for Flags<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tokens().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+/// `ms` modes (`M` flag): `S` set (default), `E` add, `A` append, `P` prepend,
+/// `R` replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetMode {
+    Set,
+    Add,
+    Append,
+    Prepend,
+    Replace,
+}
+
+/// A meta request. Every variant is answered; errors are [`Meta::Fail`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Meta<'a> {
+    /// `mg <key> <flags>*`.
+    Get { key: Key<'a>, flags: Flags<'a> },
+    /// `ms <key> <datalen> <flags>*` with its data block complete and well formed.
+    Set {
+        key: Key<'a>,
+        flags: Flags<'a>,
+        mode: SetMode,
+        data: &'a [u8],
+    },
+    /// `ms` whose value is over `-I`: `SERVER_ERROR object too large for cache`, the
+    /// key's current item is removed (any mode), and `swallow` bytes (the data block
+    /// and its `\r\n`, perhaps not arrived yet) are discarded.
+    SetTooLarge { key: Key<'a>, swallow: usize },
+    /// `ms` whose data block did not end in `\r\n`: `CLIENT_ERROR bad data chunk`
+    /// (even under `q`); the block was consumed and counts as a set command.
+    SetBadChunk,
+    /// `md <key> <flags>*`.
+    Delete { key: Key<'a>, flags: Flags<'a> },
+    /// `ma <key> <flags>*`; `incr` from the `M` mode (`I`/`+` or `D`/`-`).
+    Arith {
+        key: Key<'a>,
+        flags: Flags<'a>,
+        incr: bool,
+    },
+    /// `mn`: `MN\r\n`.
+    Noop,
+    /// `me <key> [b]`.
+    Debug { key: Key<'a> },
+    /// A refused request: send `reply` (never suppressed by `q`), then discard
+    /// `swallow` bytes after the line (an `ms` data block).
+    Fail {
+        reply: &'static [u8],
+        swallow: usize,
+    },
+}
+
+/// Error replies, exactly as memcached 1.6.18 writes them. The ones the classic
+/// commands send too are [`text::reply`](super::reply)'s.
+pub mod errors {
+    pub use crate::text::reply::{
+        BAD_FORMAT, DELTA_OUT_OF_MEMORY, NON_NUMERIC, OUT_OF_MEMORY, TOO_LARGE,
+    };
+
+    pub const DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR duplicate flag\r\n";
+    pub const INVALID_FLAG: &[u8] = b"CLIENT_ERROR invalid flag\r\n";
+    pub const INVALID_OR_DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR invalid or duplicate flag\r\n";
+    pub const BAD_TOKEN: &[u8] = b"CLIENT_ERROR bad token in command line format\r\n";
+    pub const DECODING_KEY: &[u8] = b"CLIENT_ERROR error decoding key\r\n";
+    pub const M_TOKEN_LENGTH: &[u8] = b"CLIENT_ERROR incorrect length for M token\r\n";
+    pub const INITIAL_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric initial value\r\n";
+    pub const DELTA_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric delta value\r\n";
+    /// `mg`'s wording.
+    pub const MG_TOO_MANY_FLAGS: &[u8] = b"CLIENT_ERROR options flags are too long\r\n";
+    /// `ms`, `md` and `ma`'s wording.
+    pub const TOO_MANY_FLAGS: &[u8] = b"CLIENT_ERROR options flags too long\r\n";
+    pub const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long\r\n";
+    pub const MS_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ms M token\r\n";
+    pub const MA_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ma M token\r\n";
+    pub const BAD_DATA_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
+}
+
+/// What [`parse`] made of a meta line, and what the text parser does with it.
+pub(crate) enum Parsed<'a> {
+    /// A meta request (a refused one is [`Meta::Fail`]) and how many bytes after the
+    /// line it used (an `ms` data block; 0 for every other command): return it.
+    Request(Meta<'a>, usize),
+    /// Not a meta command memcached knows (`mx`), or `mg`/`ms`/`md`/`ma` without a
+    /// key: memcached's plain `ERROR`, as for any unknown command; only the line is
+    /// consumed.
+    UnknownCommand,
+    /// An `ms` whose data block has not fully arrived: keep the bytes, wait for more.
+    NeedData,
+}
+
+/// Parses a meta command line: `line` as the tokenizer saw it, `t` its tokens (the
+/// command is two bytes and starts with `m`), `after` the input after the line.
+pub(crate) fn parse<'a>(
+    line: &'a [u8],
+    t: &Tokens<'a>,
+    after: &'a [u8],
+    cfg: &Config,
+) -> Parsed<'a> {
+    let toks = t.as_slice();
+    let ntokens = t.ntokens();
+    let fail = |reply: &'static [u8]| Parsed::Request(Meta::Fail { reply, swallow: 0 }, 0);
+    let cmd = toks[0];
+    let ok = |m: Meta<'a>| Parsed::Request(m, 0);
+    match cmd[1] {
+        b'n' => return ok(Meta::Noop),
+        b'e' => {
+            if ntokens < 3 || toks[1].len() > KEY_MAX_LEN {
+                return fail(errors::BAD_FORMAT);
+            }
+            if ntokens >= 4 && toks[2] == b"b" {
+                return match Key::base64(toks[1]) {
+                    Ok(key) => ok(Meta::Debug { key }),
+                    Err(NotBase64) => fail(errors::BAD_FORMAT),
+                };
+            }
+            return ok(Meta::Debug {
+                key: Key::plain(toks[1]),
+            });
+        }
+        b'g' | b's' | b'd' | b'a' => {}
+        _ => return Parsed::UnknownCommand,
+    }
+    if ntokens < 3 {
+        return Parsed::UnknownCommand;
+    }
+    if toks[1].len() > KEY_MAX_LEN {
+        return fail(errors::BAD_FORMAT);
+    }
+    match cmd[1] {
+        b'g' => {
+            if ntokens > MAX_TOKENS {
+                return fail(errors::MG_TOO_MANY_FLAGS);
+            }
+            match preparse(line, toks[1], &toks[2..]) {
+                Ok((key, flags)) => ok(Meta::Get { key, flags }),
+                Err(e) => fail(e),
+            }
+        }
+        b'd' | b'a' => {
+            if ntokens > MAX_TOKENS {
+                return fail(errors::TOO_MANY_FLAGS);
+            }
+            let Ok((key, flags)) = preparse(line, toks[1], &toks[2..]) else {
+                return fail(errors::INVALID_OR_DUPLICATE_FLAG);
+            };
+            if cmd[1] == b'd' {
+                if flags.opaque_too_long() {
+                    return fail(errors::OPAQUE_TOO_LONG);
+                }
+                return ok(Meta::Delete { key, flags });
+            }
+            let incr = match flags.mode {
+                None | Some(b'I' | b'+') => true,
+                Some(b'D' | b'-') => false,
+                Some(_) => return fail(errors::MA_MODE),
+            };
+            ok(Meta::Arith { key, flags, incr })
+        }
+        _ => set(line, toks, ntokens, after, cfg),
+    }
+}
+
+/// `process_mset_command` and then `complete_nread_ascii`.
+fn set<'a>(
+    line: &'a [u8],
+    toks: &[&'a [u8]],
+    ntokens: usize,
+    after: &'a [u8],
+    cfg: &Config,
+) -> Parsed<'a> {
+    let fail =
+        |reply: &'static [u8], swallow: usize| Parsed::Request(Meta::Fail { reply, swallow }, 0);
+    if ntokens == 3 {
+        return fail(errors::BAD_FORMAT, 0);
+    }
+    if ntokens > MAX_TOKENS {
+        return fail(errors::TOO_MANY_FLAGS, 0);
+    }
+    let vlen = match safe_strtol(toks[2]).map(usize::try_from) {
+        Ok(Ok(v)) if v <= i32::MAX as usize - 2 => v,
+        _ => return fail(errors::BAD_FORMAT, 0),
+    };
+    let total = vlen + 2;
+    let (key, flags) = match preparse(line, toks[1], &toks[3..]) {
+        Ok(kf) => kf,
+        Err(e) => return fail(e, total),
+    };
+    // memcached notes the opaque error, then checks the mode, whose error wins.
+    let mode = match flags.mode {
+        None | Some(b'S') => SetMode::Set,
+        Some(b'E') => SetMode::Add,
+        Some(b'A') => SetMode::Append,
+        Some(b'P') => SetMode::Prepend,
+        Some(b'R') => SetMode::Replace,
+        Some(_) => return fail(errors::MS_MODE, total),
+    };
+    if flags.opaque_too_long() {
+        return fail(errors::OPAQUE_TOO_LONG, total);
+    }
+    if !item_size_ok(
+        key.decode(&mut [0; DECODED_KEY_MAX]).len(),
+        flags.client_flags,
+        vlen,
+        cfg,
+    ) {
+        return Parsed::Request(
+            Meta::SetTooLarge {
+                key,
+                swallow: total,
+            },
+            0,
+        );
+    }
+    if after.len() < total {
+        return Parsed::NeedData;
+    }
+    if &after[vlen..total] != b"\r\n" {
+        return Parsed::Request(Meta::SetBadChunk, total);
+    }
+    Parsed::Request(
+        Meta::Set {
+            key,
+            flags,
+            mode,
+            data: &after[..vlen],
+        },
+        total,
+    )
+}
+
+/// memcached's `_meta_flag_preparse`: every flag token is checked in order; a
+/// repeated (or non-ASCII) flag or an unknown one stops at once, other errors are
+/// noted and the last noted message wins.
+fn preparse<'a>(
+    line: &'a [u8],
+    key_tok: &'a [u8],
+    toks: &[&'a [u8]],
+) -> Result<(Key<'a>, Flags<'a>), &'static [u8]> {
+    let mut f = Flags::empty();
+    let mut key = Key::plain(key_tok);
+    let mut seen = [false; 128];
+    let mut err: Option<&'static [u8]> = None;
+    let mut has_error = false;
+    for &t in toks {
+        let o = t[0];
+        if o >= 127 || seen[usize::from(o)] {
+            return Err(errors::DUPLICATE_FLAG);
+        }
+        seen[usize::from(o)] = true;
+        let arg = &t[1..];
+        let mut bad = |e: Option<&'static [u8]>| {
+            has_error = true;
+            if e.is_some() {
+                err = e;
+            }
+        };
+        match o {
+            b'b' => match Key::base64(key_tok) {
+                Ok(k) => key = k,
+                Err(NotBase64) => bad(Some(errors::DECODING_KEY)),
+            },
+            b'N' | b'T' | b'R' => match safe_strtol(arg) {
+                Ok(v) => match o {
+                    b'N' => f.vivify = Some(v),
+                    b'T' => f.ttl = Some(v),
+                    _ => f.recache = Some(v),
+                },
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
+            },
+            b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'l' | b'h' => {}
+            b'v' => f.value = true,
+            b'u' => f.no_bump = true,
+            b'q' => f.quiet = true,
+            b'F' => match safe_strtoul(arg) {
+                Ok(v) => f.client_flags = v,
+                // memcached sets no message here: the last one (or the default).
+                Err(NotANumber) => bad(None),
+            },
+            b'C' => match safe_strtoull(arg) {
+                Ok(v) => f.compare_cas = Some(v),
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
+            },
+            // Newer than 1.6.18 (which answers "invalid flag"): explicit new CAS.
+            b'E' => match safe_strtoull(arg) {
+                Ok(v) => f.new_cas = Some(v),
+                Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
+            },
+            b'M' => {
+                if t.len() != 2 {
+                    bad(Some(errors::M_TOKEN_LENGTH));
+                } else {
+                    f.mode = Some(t[1]);
+                }
+            }
+            b'J' => match safe_strtoull(arg) {
+                Ok(v) => f.initial = v,
+                Err(NotANumber) => bad(Some(errors::INITIAL_VALUE)),
+            },
+            b'D' => match safe_strtoull(arg) {
+                Ok(v) => f.delta = v,
+                Err(NotANumber) => bad(Some(errors::DELTA_VALUE)),
+            },
+            b'I' => f.invalidate = true,
+            _ => return Err(errors::INVALID_FLAG),
+        }
+    }
+    if let (Some(first), Some(last)) = (toks.first(), toks.last()) {
+        f.span = span(line, first, last);
+    }
+    if has_error {
+        return Err(err.unwrap_or(errors::BAD_FORMAT));
+    }
+    Ok((key, f))
+}
+
+/// The part of `line` from token `first` to the end of token `last` (both slices
+/// of `line`).
+fn span<'a>(line: &'a [u8], first: &[u8], last: &[u8]) -> &'a [u8] {
+    let base = line.as_ptr() as usize;
+    let start = (first.as_ptr() as usize).wrapping_sub(base);
+    let end = (last.as_ptr() as usize + last.len()).wrapping_sub(base);
+    line.get(start..end).unwrap_or(&[])
+}
