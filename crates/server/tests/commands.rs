@@ -357,6 +357,26 @@ fn incr_decr(s: &Server) {
     c.call(&store("set", "s", 0, 0, b""), b"STORED\r\n");
     c.call(b"incr s 1\r\n", NON_NUMERIC);
     c.call(b"get s\r\n", b"VALUE s 0 0\r\n\r\nEND\r\n");
+    // Numbers are parsed as safe_strtoull does, whatever their length: leading
+    // zeros, surrounding spaces, and a NUL where strtoull stops.
+    c.call(
+        &store("set", "z", 0, 0, b"00000000000000000000012"),
+        b"STORED\r\n",
+    );
+    c.call(b"incr z 1\r\n", b"13\r\n");
+    c.call(
+        b"get z\r\n",
+        b"VALUE z 0 23\r\n13                     \r\nEND\r\n",
+    );
+    c.call(&store("set", "z", 0, 0, b"  7    "), b"STORED\r\n");
+    c.call(b"decr z 2\r\n", b"5\r\n");
+    c.call(&store("set", "z", 0, 0, b"7\0x"), b"STORED\r\n");
+    c.call(b"incr z 1\r\n", b"8\r\n");
+    c.call(
+        &store("set", "z", 0, 0, b"99999999999999999999999"),
+        b"STORED\r\n",
+    );
+    c.call(b"incr z 1\r\n", NON_NUMERIC);
 }
 
 /// Every command that takes `noreply`: nothing comes back, and the marker that

@@ -475,13 +475,12 @@ pub trait Engine: Send + Sync {
 }
 
 /// Parses an item's value as memcached's incr/decr do (`safe_strtoull` on the data):
-/// optional leading whitespace and `+`, decimal digits, then whitespace or the end.
-/// Values of 22 or more bytes are never numbers (`INCR_MAX_STORAGE_LEN`).
+/// optional leading whitespace and a sign, decimal digits that fit in 64 bits, then
+/// whitespace, a NUL (where C's `strtoull` stops) or the end. Length does not matter:
+/// `00000000000000000000012` is 12. (memcached also refuses items over its slab
+/// chunk size, 512 KiB, as "chunked"; a number that long would need half a megabyte
+/// of leading zeros or spaces, and memcrab parses it.)
 pub fn parse_counter(value: &[u8]) -> Option<u64> {
-    // memcached: `it->nbytes >= INCR_MAX_STORAGE_LEN` (24, counting the `\r\n`).
-    if value.is_empty() || value.len() + 2 >= 24 {
-        return None;
-    }
     let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
     let mut i = value.iter().take_while(|&&b| is_space(b)).count();
     let mut negative = false;
@@ -499,7 +498,7 @@ pub fn parse_counter(value: &[u8]) -> Option<u64> {
         return None;
     }
     // In memcached the data is followed by "\r\n", so the end is always whitespace.
-    if i < value.len() && !is_space(value[i]) {
+    if i < value.len() && !is_space(value[i]) && value[i] != 0 {
         return None;
     }
     let n = if negative { n.wrapping_neg() } else { n };
@@ -545,8 +544,14 @@ mod tests {
             (b"", None),
             (b"abc", None),
             (b"1a", None),
-            (b"0000000000000000000001", None),
+            (b"0000000000000000000001", Some(1)),
             (b"000000000000000000001", Some(1)),
+            (b"00000000000000000000000000000000000000012", Some(12)),
+            (b"   12   ", Some(12)),
+            (b"12\0abc", Some(12)),
+            (b"-0", Some(0)),
+            (b"- 1", None),
+            (b"+", None),
         ];
         for (v, want) in rows {
             assert_eq!(parse_counter(v), *want, "{:?}", String::from_utf8_lossy(v));
