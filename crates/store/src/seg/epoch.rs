@@ -23,7 +23,10 @@
 //!
 //! The registry is process-wide (all engines share it): a thread takes a slot on its
 //! first pin and gives it back when it exits. Threads beyond [`SLOTS`] share one
-//! counter that blocks all reclamation while any of them is pinned.
+//! counter that blocks all reclamation while any of them is pinned. So a reader of
+//! one engine delays reclamation in every other: harmless for the server, which runs
+//! one engine, but a test that asserts how soon retired memory is reused must not
+//! share its process with tests that pin (see `tests/overwrite_reuse.rs`).
 //!
 //! Locks: none; the registry is atomics only. [`wait_quiescent`] spins until the
 //! readers it waits for unpin, so whoever calls it must not be pinned (it would wait

@@ -1,5 +1,7 @@
 //! Unit tests of the segment engine's own mechanics (the shared semantics are
-//! checked against the model in tests/model.rs).
+//! checked against the model in tests/model.rs; compaction's memory bound is in
+//! tests/overwrite_reuse.rs, a process of its own, because other tests' pinned
+//! readers would hold its retired segments).
 //!
 //! Locks: the tests call the engine as the server does, holding none; a few read
 //! the engine's state through its own lock.
@@ -210,55 +212,6 @@ fn touching_an_item_stored_without_exptime_copies_it() {
     assert!(get(&e, b"k").is_none());
     // Touching a missing key stays a miss.
     assert!(!e.touch(b"nope", 5));
-}
-
-#[test]
-fn overwrites_reuse_mostly_dead_segments_instead_of_growing() {
-    // 1000 keys of 1000 B (1 MB live) overwritten 50 times over under a 64 MiB
-    // limit: the arena compacts mostly dead segments instead of touching 50 MB of
-    // fresh memory, and nothing live is evicted.
-    let (e, _) = engine(64 << 20, true);
-    let mut last = vec![0u32; 1000];
-    let mut x = 0x9e37_79b9u32;
-    for n in 0..50_000u32 {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let k = (x % 1000) as usize;
-        last[k] = n;
-        let mut v = n.to_le_bytes().to_vec();
-        v.resize(1000, b'v');
-        assert!(matches!(
-            e.store(
-                Mode::Set,
-                format!("k{k}").as_bytes(),
-                0,
-                0,
-                &v,
-                &StoreOpts::default()
-            ),
-            StoreResult::Stored(_)
-        ));
-    }
-    let st = e.stats();
-    assert_eq!(st.evictions, 0);
-    assert!(
-        st.segments.compacted > 10,
-        "compacted {}",
-        st.segments.compacted
-    );
-    assert!(
-        st.segments.memory_bytes <= 8 << 20,
-        "grew to {} bytes for 1 MB of live data",
-        st.segments.memory_bytes
-    );
-    for (k, &n) in last.iter().enumerate() {
-        let Some((v, _, _)) = get(&e, format!("k{k}").as_bytes()) else {
-            panic!("k{k} lost");
-        };
-        assert_eq!(v[..4], n.to_le_bytes(), "k{k} is not its last value");
-    }
-    assert_eq!(st.curr_items, 1000);
 }
 
 #[test]
