@@ -19,7 +19,9 @@
 //!
 //! `MEMCRAB_TEST_SERVER=/usr/bin/memcached cargo test --test commands` runs the same
 //! assertions against memcached itself (adding `-u nobody`), which is how the expected
-//! bytes were checked; tests of memcrab-only behaviour are then expected to fail.
+//! bytes were checked. `scripts/test` does this for the protocol suites (commands,
+//! meta, binary, udp, auth); server.rs and memory.rs test memcrab's own command line
+//! and memory bound and are not expected to pass against memcached.
 
 #![allow(dead_code)]
 
