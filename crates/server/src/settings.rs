@@ -648,7 +648,10 @@ mod tests {
         assert!(s.enable_coredumps && s.daemonize);
         // -d changes directory to /, so a relative -P means the starting directory.
         let cwd = std::env::current_dir().expect("cwd");
-        assert_eq!(s.pid_file, Some(cwd.join("run/x.pid").display().to_string()));
+        assert_eq!(
+            s.pid_file,
+            Some(cwd.join("run/x.pid").display().to_string())
+        );
         let s = run(&["-P", "/run/memcrab.pid"]).expect("ok");
         assert_eq!(s.pid_file.as_deref(), Some("/run/memcrab.pid"));
         assert_eq!((s.user, s.enable_coredumps), (None, false));

@@ -541,6 +541,65 @@ fn sigterm_and_sigint_stop_and_remove_the_pid_file() {
     }
 }
 
+/// A directory like /run/memcached (Debian's tmpfiles.d) or /run/memcrab
+/// (packaging/memcrab.tmpfiles): owned by memcache, who writes the pid file there.
+fn memcache_run_dir(dir: &Dir) -> PathBuf {
+    let run = dir.path("run");
+    fs::create_dir(&run).expect("mkdir run");
+    let (uid, gid, _) = ids("memcache").expect("id memcache");
+    std::os::unix::fs::chown(&run, uid.parse().ok(), gid.parse().ok()).expect("chown run");
+    run
+}
+
+/// `text` with `from` replaced by `to`, which must occur exactly once.
+fn replace_once(text: &str, from: &str, to: &str, what: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "{what}: {from:?} once");
+    text.replace(from, to)
+}
+
+/// The checks shared by the two ways Debian-style services start memcrab: the
+/// started process is memcrab itself (each step execs), with `argv`, as memcache,
+/// writes its pid file, serves, takes SIGHUP (`systemctl reload`), and stops
+/// cleanly on SIGTERM (`systemctl stop`). Returns `stats settings`.
+fn check_service(
+    p: &mut Proc,
+    port: u16,
+    pid_file: &Path,
+    argv: &[&str],
+) -> std::collections::HashMap<String, String> {
+    p.wait_listening(port);
+    wait_until("the pid file", || read_pid(pid_file).is_some());
+    assert_eq!(read_pid(pid_file), Some(p.pid()), "{}", p.stderr());
+    assert_eq!(
+        fs::read_link(format!("/proc/{}/exe", p.pid())).expect("exe"),
+        memcrab().canonicalize().expect("memcrab path")
+    );
+    let cmdline = fs::read(format!("/proc/{}/cmdline", p.pid())).expect("cmdline");
+    let got: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert_eq!(got, argv, "the command line built from the conf");
+    assert_runs_as(p.pid(), "memcache");
+    let mut c = tcp_client(port);
+    assert_serves(&mut c);
+    let settings = c.stats("settings");
+    signal(p.pid(), "HUP");
+    assert_serves(&mut tcp_client(port));
+    signal(p.pid(), "TERM");
+    assert_eq!(p.wait().code(), Some(0), "{}", p.stderr());
+    assert!(!pid_file.exists(), "pid file left behind");
+    settings
+}
+
+fn have_debian_service_setup(what: &str, path: &Path) -> bool {
+    have(is_root(), "not running as root")
+        && have(path.exists(), what)
+        && have(ids("memcache").is_some(), "there is no memcache user")
+}
+
 /// Debian's /usr/share/memcached/scripts/systemd-memcached-wrapper (what Debian's
 /// memcached.service runs) fed a /etc/memcached.conf-style file starts memcrab
 /// right. The wrapper execs the hard-coded /usr/bin/memcached, so the test runs a
@@ -548,36 +607,23 @@ fn sigterm_and_sigint_stop_and_remove_the_pid_file() {
 /// the real /usr/bin/memcached, which other tests use, is left alone.
 #[test]
 fn debian_wrapper_starts_memcrab() {
-    if !have(is_root(), "not running as root")
-        || !have(
-            Path::new(WRAPPER).exists(),
-            "Debian's memcached package is not installed",
-        )
-        || !have(ids("memcache").is_some(), "there is no memcache user")
-    {
+    if !have_debian_service_setup(
+        "Debian's memcached package is not installed",
+        Path::new(WRAPPER),
+    ) {
         return;
     }
     let dir = Dir::new("svc-wrapper");
-    let wrapper = fs::read_to_string(WRAPPER).expect("read the wrapper");
-    let line = "my $memcached = \"/usr/bin/memcached\";";
-    assert_eq!(
-        wrapper.matches(line).count(),
-        1,
-        "the wrapper changed: {WRAPPER}"
+    let wrapper = replace_once(
+        &fs::read_to_string(WRAPPER).expect("read the wrapper"),
+        "my $memcached = \"/usr/bin/memcached\";",
+        &format!("my $memcached = \"{}\";", memcrab().display()),
+        WRAPPER,
     );
-    let ours = format!("my $memcached = \"{}\";", memcrab().display());
-    let copy = dir.write(
-        "systemd-memcached-wrapper",
-        wrapper.replace(line, &ours).as_bytes(),
-    );
+    let copy = dir.write("systemd-memcached-wrapper", wrapper.as_bytes());
     fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).expect("chmod");
-    // Like /run/memcached (Debian's tmpfiles.d): the memcache user writes the pid.
-    let run = dir.path("run");
-    fs::create_dir(&run).expect("mkdir run");
-    let (uid, gid, _) = ids("memcache").expect("id memcache");
-    std::os::unix::fs::chown(&run, uid.parse().ok(), gid.parse().ok()).expect("chown run");
-    let pid_file = run.join("memcached.pid");
-    let port = free_port();
+    let pid_file = memcache_run_dir(&dir).join("memcached.pid");
+    let port = free_port().to_string();
     // Debian's /etc/memcached.conf, shortened: -d and logfile are there (the
     // wrapper drops both), comments too.
     let conf = format!(
@@ -595,29 +641,16 @@ fn debian_wrapper_starts_memcrab() {
     );
     let conf = dir.write("memcached.conf", conf.as_bytes());
     let mut p = Proc::start(&dir.0, Path::new(&copy), &[&conf]);
-    p.wait_listening(port);
-    wait_until("the pid file", || read_pid(&pid_file).is_some());
-    // The wrapper execs memcrab: same process, now memcrab, as memcache.
-    assert_eq!(read_pid(&pid_file), Some(p.pid()));
-    assert_eq!(
-        fs::read_link(format!("/proc/{}/exe", p.pid())).expect("exe"),
-        memcrab().canonicalize().expect("memcrab path")
-    );
-    let cmdline = fs::read(format!("/proc/{}/cmdline", p.pid())).expect("cmdline");
-    let argv: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let port_text = port.to_string();
     let pid_text = pid_file.display().to_string();
-    assert_eq!(
-        argv[1..],
-        [
+    let settings = check_service(
+        &mut p,
+        port.parse().expect("port"),
+        &pid_file,
+        &[
             "-m",
             "64",
             "-p",
-            &port_text,
+            &port,
             "-u",
             "memcache",
             "-l",
@@ -625,18 +658,120 @@ fn debian_wrapper_starts_memcrab() {
             "-c",
             "64",
             "-P",
-            &pid_text
+            &pid_text,
         ],
-        "the command line the wrapper built"
     );
-    assert_runs_as(p.pid(), "memcache");
-    let mut c = tcp_client(port);
-    assert_serves(&mut c);
-    let settings = c.stats("settings");
     assert_eq!(settings["maxconns"], "64");
-    assert_eq!(settings["tcpport"], port_text);
+    assert_eq!(settings["tcpport"], port);
     assert_eq!(settings["maxbytes"], (64u64 << 20).to_string());
-    signal(p.pid(), "TERM");
-    assert_eq!(p.wait().code(), Some(0), "{}", p.stderr());
-    assert!(!pid_file.exists(), "pid file left behind");
+}
+
+/// packaging/memcrab.service's ExecStart with packaging/memcrab.conf (its port
+/// and pid file moved to scratch ones) starts memcrab right: the conf's lines
+/// become the command line, less -d and logfile.
+#[test]
+fn packaged_unit_and_conf_start_memcrab() {
+    let packaging = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging");
+    if !have_debian_service_setup("/bin/sh is missing", Path::new("/bin/sh")) {
+        return;
+    }
+    let unit = fs::read_to_string(packaging.join("memcrab.service")).expect("read the unit");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=/bin/sh -c '"))
+        .and_then(|l| l.strip_suffix('\''))
+        .expect("ExecStart=/bin/sh -c '...'")
+        .replace("$$", "$");
+    let dir = Dir::new("svc-unit");
+    let pid_file = memcache_run_dir(&dir).join("memcrab.pid");
+    let pid_text = pid_file.display().to_string();
+    let port = free_port().to_string();
+    let conf = fs::read_to_string(packaging.join("memcrab.conf")).expect("read the conf");
+    let conf = replace_once(
+        &conf,
+        "\n-p 11211\n",
+        &format!("\n-p {port}\n"),
+        "memcrab.conf",
+    );
+    let conf = replace_once(
+        &conf,
+        "\n-P /run/memcrab/memcrab.pid\n",
+        &format!("\n-P {pid_text}\n"),
+        "memcrab.conf",
+    );
+    let conf = dir.write("memcrab.conf", conf.as_bytes());
+    let memcrab_path = memcrab().display().to_string();
+    let exec = replace_once(&exec, "/usr/bin/memcrab", &memcrab_path, "ExecStart");
+    let exec = replace_once(&exec, "/etc/memcrab.conf", &conf, "ExecStart");
+    let mut p = Proc::start(&dir.0, Path::new("/bin/sh"), &["-c", &exec]);
+    check_service(
+        &mut p,
+        port.parse().expect("port"),
+        &pid_file,
+        &[
+            "-m",
+            "64",
+            "-p",
+            &port,
+            "-u",
+            "memcache",
+            "-l",
+            "127.0.0.1",
+            "-P",
+            &pid_text,
+        ],
+    );
+}
+
+/// packaging/docker-entrypoint.sh, as the official memcached image's: options
+/// alone run memcrab with them, and memcrab then listens on every interface
+/// (memcached's default, memcrab's is 127.0.0.1) unless the command says where.
+#[test]
+fn docker_entrypoint_runs_memcrab_on_every_interface() {
+    let entrypoint =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/docker-entrypoint.sh");
+    let bin_dir = memcrab().parent().expect("bin dir").to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = Dir::new("svc-docker");
+    let argv_of = |pid: u32| -> Vec<String> {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+        cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .skip(1)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    };
+    // In the image memcrab runs as memcache; here, as root, it needs a -u.
+    for (args, listens) in [
+        (vec!["-U", "0", "-u", "nobody", "-p"], vec!["-l", "0.0.0.0"]),
+        (vec!["memcrab", "-u", "nobody", "-p"], vec!["-l", "0.0.0.0"]),
+        (vec!["-l", "127.0.0.1", "-u", "nobody", "-p"], vec![]),
+    ] {
+        let port = free_port().to_string();
+        let mut args = args.clone();
+        args.push(&port);
+        let mut child = Command::new("sh");
+        child
+            .arg(&entrypoint)
+            .args(&args)
+            .env("PATH", &path)
+            .stdin(Stdio::null());
+        let mut p = Proc {
+            child: child.spawn().expect("spawn the entrypoint"),
+            stderr: dir.path("unused"),
+            exited: None,
+        };
+        p.wait_listening(port.parse().expect("port"));
+        let mut want: Vec<&str> = listens.clone();
+        want.extend(args.iter().copied().filter(|&a| a != "memcrab"));
+        assert_eq!(argv_of(p.pid()), want, "entrypoint {args:?}");
+        assert_serves(&mut tcp_client(port.parse().expect("port")));
+        signal(p.pid(), "TERM");
+        assert_eq!(p.wait().code(), Some(0));
+    }
 }
