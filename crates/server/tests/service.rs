@@ -170,6 +170,17 @@ fn assert_serves(c: &mut Client) {
     c.call(b"get svc\r\n", b"VALUE svc 0 2\r\nok\r\nEND\r\n");
 }
 
+/// The arguments `pid` was started with, less the program.
+fn argv_of(pid: u32) -> Vec<String> {
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
 /// A memcrab started by a test, SIGKILLed on drop if still running.
 struct Proc {
     child: Child,
@@ -205,19 +216,18 @@ impl Proc {
     }
 
     fn wait(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                self.exited = Some(s);
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "still running after {WAIT:?}; stderr: {}",
-                self.stderr()
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
+        let what = format!(
+            "pid {} to exit (stderr: {})",
+            self.pid(),
+            self.stderr.display()
+        );
+        let mut status = None;
+        wait_until(&what, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        self.exited = status;
+        status.expect("exited")
     }
 
     /// Waits for the server to listen on `port` (or to exit, which fails).
@@ -485,42 +495,13 @@ fn sighup_reloads_the_auth_file() {
     assert_eq!(p.wait().code(), Some(0), "{}", p.stderr());
 }
 
-/// SIGUSR1: memcached's graceful stop. Replies already asked for arrive, then the
-/// server closes, says "Gracefully stopping", exits 0 and removes its pid file.
+/// SIGUSR1 (memcached's graceful stop, which says "Gracefully stopping"), SIGTERM
+/// and SIGINT (as before): the server stops accepting, closes its connections once
+/// their replies are sent, exits 0 and removes its pid file.
 #[test]
-fn sigusr1_stops_gracefully() {
-    let dir = Dir::new("svc-usr1");
-    let pid_file = dir.text("pid");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = AS_NOBODY.to_vec();
-    args.extend(["-l", &listen, "-P", &pid_file]);
-    let mut p = Proc::start(&dir.0, &memcrab(), &args);
-    p.wait_listening(port);
-    wait_until("the pid file", || {
-        read_pid(Path::new(&pid_file)) == Some(p.pid())
-    });
-    let mut c = tcp_client(port);
-    assert_serves(&mut c);
-    signal(p.pid(), "USR1");
-    assert_eq!(p.wait().code(), Some(0), "{}", p.stderr());
-    assert!(p.stderr().contains("Gracefully stopping"), "{}", p.stderr());
-    assert!(!Path::new(&pid_file).exists(), "pid file left behind");
-    assert!(
-        c.poll_closed(Duration::from_secs(1)),
-        "connection left open"
-    );
-    assert!(
-        TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "still accepting"
-    );
-}
-
-/// SIGTERM and SIGINT stop the server as before: exit 0, pid file removed.
-#[test]
-fn sigterm_and_sigint_stop_and_remove_the_pid_file() {
-    for sig in ["TERM", "INT"] {
-        let dir = Dir::new("svc-term");
+fn sigusr1_sigterm_sigint_exit_0_and_remove_the_pid_file() {
+    for sig in ["USR1", "TERM", "INT"] {
+        let dir = Dir::new("svc-stop");
         let pid_file = dir.text("pid");
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
@@ -531,12 +512,27 @@ fn sigterm_and_sigint_stop_and_remove_the_pid_file() {
         wait_until("the pid file", || {
             read_pid(Path::new(&pid_file)) == Some(p.pid())
         });
-        assert_serves(&mut tcp_client(port));
+        let mut c = tcp_client(port);
+        assert_serves(&mut c);
         signal(p.pid(), sig);
         assert_eq!(p.wait().code(), Some(0), "SIG{sig}: {}", p.stderr());
+        assert_eq!(
+            p.stderr().contains("Gracefully stopping"),
+            sig == "USR1",
+            "SIG{sig}: {}",
+            p.stderr()
+        );
         assert!(
             !Path::new(&pid_file).exists(),
             "SIG{sig}: pid file left behind"
+        );
+        assert!(
+            c.poll_closed(Duration::from_secs(1)),
+            "SIG{sig}: connection left open"
+        );
+        assert!(
+            TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "SIG{sig}: still accepting"
         );
     }
 }
@@ -565,7 +561,7 @@ fn check_service(
     p: &mut Proc,
     port: u16,
     pid_file: &Path,
-    argv: &[&str],
+    argv: &str,
 ) -> std::collections::HashMap<String, String> {
     p.wait_listening(port);
     wait_until("the pid file", || read_pid(pid_file).is_some());
@@ -574,14 +570,11 @@ fn check_service(
         fs::read_link(format!("/proc/{}/exe", p.pid())).expect("exe"),
         memcrab().canonicalize().expect("memcrab path")
     );
-    let cmdline = fs::read(format!("/proc/{}/cmdline", p.pid())).expect("cmdline");
-    let got: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .skip(1)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    assert_eq!(got, argv, "the command line built from the conf");
+    assert_eq!(
+        argv_of(p.pid()),
+        argv.split_whitespace().collect::<Vec<_>>(),
+        "the command line built from the conf"
+    );
     assert_runs_as(p.pid(), "memcache");
     let mut c = tcp_client(port);
     assert_serves(&mut c);
@@ -646,20 +639,7 @@ fn debian_wrapper_starts_memcrab() {
         &mut p,
         port.parse().expect("port"),
         &pid_file,
-        &[
-            "-m",
-            "64",
-            "-p",
-            &port,
-            "-u",
-            "memcache",
-            "-l",
-            "127.0.0.1",
-            "-c",
-            "64",
-            "-P",
-            &pid_text,
-        ],
+        &format!("-m 64 -p {port} -u memcache -l 127.0.0.1 -c 64 -P {pid_text}"),
     );
     assert_eq!(settings["maxconns"], "64");
     assert_eq!(settings["tcpport"], port);
@@ -708,18 +688,7 @@ fn packaged_unit_and_conf_start_memcrab() {
         &mut p,
         port.parse().expect("port"),
         &pid_file,
-        &[
-            "-m",
-            "64",
-            "-p",
-            &port,
-            "-u",
-            "memcache",
-            "-l",
-            "127.0.0.1",
-            "-P",
-            &pid_text,
-        ],
+        &format!("-m 64 -p {port} -u memcache -l 127.0.0.1 -P {pid_text}"),
     );
 }
 
@@ -737,15 +706,6 @@ fn docker_entrypoint_runs_memcrab_on_every_interface() {
         std::env::var("PATH").unwrap_or_default()
     );
     let dir = Dir::new("svc-docker");
-    let argv_of = |pid: u32| -> Vec<String> {
-        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
-        cmdline
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .skip(1)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect()
-    };
     // In the image memcrab runs as memcache; here, as root, it needs a -u.
     for (args, listens) in [
         (vec!["-U", "0", "-u", "nobody", "-p"], vec!["-l", "0.0.0.0"]),
