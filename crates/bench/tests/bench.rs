@@ -44,7 +44,8 @@ fn memcrab(extra: &[&str]) -> Server {
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let port_file = dir.join("port");
     let child = Command::new(memcrab_bin())
-        .args(["-l", "127.0.0.1:0"])
+        // As memcached, memcrab refuses root without -u and ignores it otherwise.
+        .args(["-u", "root", "-l", "127.0.0.1:0"])
         .args(extra)
         .env("MEMCACHED_PORT_FILENAME", &port_file)
         .stdout(Stdio::null())
@@ -309,7 +310,10 @@ fn compare_two_real_servers_leaves_nothing_behind() {
     }
     // An unusual connection limit marks the processes this test starts.
     let marker = "-c 1017";
-    let a = format!("{} -p {{port}} -t 2 {marker}", memcrab_bin().display());
+    let a = format!(
+        "{} -u root -p {{port}} -t 2 {marker}",
+        memcrab_bin().display()
+    );
     let b = format!("memcached -u nobody -U 0 -l 127.0.0.1 -p {{port}} -t 2 {marker}");
     let plot = std::env::temp_dir().join(format!("memcrab-compare-{}.svg", std::process::id()));
     let j = bench(&[
@@ -357,7 +361,7 @@ fn compare_two_real_servers_leaves_nothing_behind() {
 #[test]
 fn compare_failure_still_cleans_up() {
     let marker = "-c 1019";
-    let good = format!("{} -p {{port}} {marker}", memcrab_bin().display());
+    let good = format!("{} -u root -p {{port}} {marker}", memcrab_bin().display());
     let out = Command::new(bench_bin())
         .args([
             "compare",

@@ -4,9 +4,13 @@
 //!   main ── parses flags, binds, spawns ──┬─ acceptor thread (listeners, -c)
 //!                                         ├─ worker threads × -t (mio loops, conns)
 //!                                         ├─ clock ticker
-//!                                         └─ signal thread (SIGTERM/SIGINT → shutdown)
-//!   all share Arc<Server> { settings, engine, per-worker counters, ... }
+//!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
+//!                                              shutdown, SIGHUP → Server::reload)
+//!   all share Arc<Server> { settings, engine, per-worker counters, users, ... }
 //! ```
+//!
+//! Startup runs memcached's steps in its order (service.rs draws them): refuse root
+//! without `-u`, bind, leave root, `-d`, `-P`, then start the threads.
 //!
 //! One request path serves every transport: a transport moves bytes and calls the
 //! request step, which frames and decodes requests and hands them to the executors.
@@ -23,7 +27,9 @@
 //!   exec/         executors: mod.rs (Ctx, Flow, counting), text.rs, meta.rs, binary.rs
 //!   stats.rs      the `stats` report writer
 //!   handoff.rs    acceptor → worker: NewConn and the waker token
-//!   server.rs     state shared by every thread (settings, engine, counters, conns)
+//!   server.rs     state shared by every thread (settings, engine, counters, conns,
+//!                 users), reload (SIGHUP)
+//!   service.rs    -u, -d, -P, -r: leaving root, daemonizing, the pid file
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
 //!   counters.rs   per-worker request counters
 //!   settings.rs   the command line (memcached's flags), parser limits
@@ -39,6 +45,7 @@ mod listen;
 mod net;
 mod request;
 mod server;
+mod service;
 mod settings;
 mod stats;
 mod udp;
@@ -85,6 +92,11 @@ fn main() {
         }
     };
     if let Err(e) = run(settings) {
+        if let Some(f) = e.downcast_ref::<service::Failure>() {
+            // memcached's own words and exit status, for scripts that look for them.
+            eprintln!("{f}");
+            std::process::exit(f.code);
+        }
         eprintln!("memcrab: {e:#}");
         std::process::exit(1);
     }
@@ -124,12 +136,20 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     if settings.engine == EngineKind::Reference {
         limit_malloc_arenas();
     }
-    // Catch SIGTERM/SIGINT before anything else, so a signal that arrives during
-    // startup still means "shut down cleanly", not the default abrupt exit.
+    // Catch the signals before anything else, so that one arriving during startup
+    // still means what it means later (SIGHUP never kills memcrab), not the
+    // default abrupt exit.
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGUSR1,
     ])?;
+    // memcached refuses root without -u before doing anything else.
+    let user = service::target_user(&settings)?;
+    if settings.enable_coredumps {
+        service::enable_coredumps()?;
+    }
     let clock = Arc::new(Clock::new());
     let config = Config {
         limit_bytes: settings.memory_limit_mb * 1024 * 1024,
@@ -148,20 +168,29 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     let server = Arc::new(Server::new(settings, engine));
     let s = &server.settings;
 
-    let listeners = net::bind(s)?;
+    // TCP and UDP as root (ports below 1024), the unix socket as the -u user.
+    let mut listeners = match s.unix_socket {
+        None => net::bind(s)?,
+        Some(_) => Vec::new(),
+    };
     let udp_sockets = net::bind_udp(s)?;
+    if let Some(user) = &user {
+        service::switch_user(user)?;
+        // memcached reads -Y after leaving root: a file the user cannot read fails
+        // now rather than at the first SIGHUP.
+        server.load_users().map_err(anyhow::Error::msg)?;
+    }
+    if s.unix_socket.is_some() {
+        listeners = net::bind(s)?;
+    }
     write_port_file(&listeners, &udp_sockets)?;
     if s.daemonize {
-        // SAFETY: daemon() forks; no other thread exists yet, so the child inherits a
-        // consistent process. nochdir=1 keeps relative paths working.
-        if unsafe { libc::daemon(1, i32::from(s.verbose > 0)) } != 0 {
-            anyhow::bail!("-d: daemon() failed: {}", std::io::Error::last_os_error());
-        }
+        // Forks: no other thread exists yet, so the child inherits a consistent
+        // process. Everything that can fail on the command line has been checked,
+        // so the parent's exit status 0 means the server is running.
+        service::daemonize(s.enable_coredumps, s.verbose > 0)?;
     }
-    if let Some(path) = &s.pid_file {
-        std::fs::write(path, format!("{}\n", std::process::id()))
-            .with_context(|| format!("-P: cannot write {path}"))?;
-    }
+    let pid_file = s.pid_file.as_deref().and_then(service::PidFile::write);
     if s.lock_memory {
         // SAFETY: mlockall takes flags only and touches no memory of ours.
         if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
@@ -219,8 +248,25 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
         thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                if signals.forever().next().is_some() {
-                    server.begin_shutdown();
+                use signal_hook::consts::{SIGHUP, SIGUSR1};
+                for sig in signals.forever() {
+                    match sig {
+                        SIGHUP => server.reload(),
+                        SIGUSR1 => {
+                            // memcached's graceful stop: stop accepting, let the
+                            // workers finish what they have read, exit 0.
+                            eprintln!("Gracefully stopping");
+                            server.begin_shutdown();
+                            return;
+                        }
+                        _ => {
+                            if server.verbosity.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                                eprintln!("Exiting normally");
+                            }
+                            server.begin_shutdown();
+                            return;
+                        }
+                    }
                 }
             })?;
     }
@@ -243,8 +289,8 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     for h in handles {
         let _ = h.join();
     }
-    if let Some(path) = &server.settings.pid_file {
-        let _ = std::fs::remove_file(path);
+    if let Some(p) = pid_file {
+        p.remove();
     }
     Ok(())
 }

@@ -466,9 +466,7 @@ impl Session {
         }
         let ok = cx
             .server
-            .settings
-            .users
-            .as_deref()
+            .users()
             .is_some_and(|u| u.check(tokens[0], tokens[1]));
         cx.counters.auth_cmds.incr();
         if ok {

@@ -1,13 +1,15 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
-//! counters, connection bookkeeping and the shutdown switch.
+//! counters, connection bookkeeping, the authentication users, the shutdown switch,
+//! and `reload` (SIGHUP).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use memcrab_store::Engine;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
+use crate::auth::Users;
 use crate::counters::{Counters, Totals};
 use crate::settings::Settings;
 
@@ -47,6 +49,12 @@ pub struct Server {
     /// Every open socket by fd, for `stats conns`. Taken on connect, close and `stats
     /// conns` only, never per request.
     pub conns: Mutex<BTreeMap<i32, Arc<ConnInfo>>>,
+    /// The users that `-Y` and `-S` authenticate against, replaced whole by
+    /// [`Server::reload`] (SIGHUP). The lock protects only the pointer: readers (one
+    /// per auth request, never per ordinary request) hold it just to clone the Arc,
+    /// so a check runs against one file's users, old or new, never a mix, and a
+    /// reload never waits for checks.
+    users: RwLock<Option<Arc<Users>>>,
     /// Set once to stop; read by every loop. Release/Acquire so that a thread that
     /// sees it also sees what was done before it was set.
     shutdown: AtomicBool,
@@ -55,8 +63,10 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(settings: Settings, engine: Arc<dyn Engine>) -> Self {
+    pub fn new(mut settings: Settings, engine: Arc<dyn Engine>) -> Self {
+        let users = settings.users.take();
         Server {
+            users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
             settings,
@@ -89,6 +99,42 @@ impl Server {
         self.total_connections.store(0, Ordering::Relaxed);
         self.rejected_connections.store(0, Ordering::Relaxed);
         self.engine.reset_stats();
+    }
+
+    /// The users to authenticate against now (None: no `-Y`/`-S`).
+    pub fn users(&self) -> Option<Arc<Users>> {
+        self.users.read().clone()
+    }
+
+    /// Reads the `-Y` (or `MEMCACHED_SASL_PWDB`) file again and, if it parses,
+    /// makes its users the ones checked from now on; on an error the users stay
+    /// as they were (as memcached's authfile_load) and the error is returned.
+    pub fn load_users(&self) -> Result<(), String> {
+        let Some((path, format)) = &self.settings.users_file else {
+            return Ok(());
+        };
+        let flag = match format {
+            crate::auth::Format::AuthFile => "-Y",
+            crate::auth::Format::SaslPwdb => "-S: MEMCACHED_SASL_PWDB",
+        };
+        let users = Users::load(path, *format).map_err(|e| format!("{flag}: {e}"))?;
+        *self.users.write() = Some(Arc::new(users));
+        Ok(())
+    }
+
+    /// SIGHUP: re-reads everything that can change without a restart. This is the
+    /// one place for it; each step keeps its old state when its file is bad, and
+    /// nothing here stops the server. Today: the users of `-Y` / `-S` (memcached
+    /// reloads its `-Y` file on SIGHUP too). TLS certificates belong here as well.
+    pub fn reload(&self) {
+        let verbose = self.verbosity.load(Ordering::Relaxed) > 0;
+        match self.load_users() {
+            Ok(()) if verbose && self.settings.users_file.is_some() => {
+                eprintln!("memcrab: SIGHUP: reloaded the users");
+            }
+            Ok(()) => {}
+            Err(e) => eprintln!("memcrab: SIGHUP: {e}; keeping the users loaded before"),
+        }
     }
 
     pub fn shutting_down(&self) -> bool {

@@ -49,8 +49,14 @@ pub struct Settings {
     pub flush_enabled: bool,
     pub verbose: u32,
     pub lock_memory: bool,
+    /// `-d`: fork into the background (service.rs).
     pub daemonize: bool,
+    /// `-P`: the pid file, made absolute (it is written after `-d`'s `chdir("/")`).
     pub pid_file: Option<String>,
+    /// `-u`: the user to switch to when started as root (required then, as memcached).
+    pub user: Option<String>,
+    /// `-r`: raise the core file limit; with `-d`, also stay in the start directory.
+    pub enable_coredumps: bool,
     /// `-o idle_timeout`: seconds; 0 = never.
     pub idle_timeout_secs: u32,
     /// `-o hashpower`: initial index size as a power of two.
@@ -66,7 +72,11 @@ pub struct Settings {
     pub sasl: bool,
     /// `-Y`: the ASCII authentication file's path.
     pub auth_file: Option<String>,
-    /// The users of `-Y`'s file or of `MEMCACHED_SASL_PWDB` (with `-S`).
+    /// The file `users` came from (`-Y`'s, or `MEMCACHED_SASL_PWDB` with `-S`), made
+    /// absolute; SIGHUP reads it again (`Server::reload`).
+    pub users_file: Option<(String, crate::auth::Format)>,
+    /// The users as read at startup. `Server::new` moves them into the server, whose
+    /// copy SIGHUP replaces: read `Server::users()`, never this (None once running).
     pub users: Option<std::sync::Arc<crate::auth::Users>>,
 }
 
@@ -113,6 +123,8 @@ impl Default for Settings {
             lock_memory: false,
             daemonize: false,
             pid_file: None,
+            user: None,
+            enable_coredumps: false,
             idle_timeout_secs: 0,
             hash_power: 16,
             engine: EngineKind::Seg,
@@ -122,6 +134,7 @@ impl Default for Settings {
             protocol: Protocol::Auto,
             sasl: false,
             auth_file: None,
+            users_file: None,
             users: None,
         }
     }
@@ -319,7 +332,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             }
             'l' => s.listen = v.split(',').map(|a| a.trim().to_string()).collect(),
             'd' => s.daemonize = true,
-            'r' | 'u' | 'L' | 'X' | 'W' => {}
+            'r' => s.enable_coredumps = true,
+            'u' => s.user = Some(v),
+            'L' | 'X' | 'W' => {}
             'm' => {
                 // memcached accepts a k/m/g suffix on -m; a plain number is megabytes.
                 let t = v.trim();
@@ -345,7 +360,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             'h' => return Ok(Command::Help),
             'i' => return Ok(Command::License),
             'V' => return Ok(Command::Version),
-            'P' => s.pid_file = Some(v),
+            'P' => s.pid_file = Some(absolute(&v)),
             'f' => {
                 s.growth_factor = num(flag, &v)?;
                 if s.growth_factor <= 1.0 {
@@ -431,6 +446,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         let users = crate::auth::Users::load(path, crate::auth::Format::AuthFile)
             .map_err(|e| format!("-Y: {e}"))?;
         s.users = Some(std::sync::Arc::new(users));
+        s.users_file = Some((absolute(path), crate::auth::Format::AuthFile));
     }
     if s.sasl {
         let Some(path) = std::env::var_os("MEMCACHED_SASL_PWDB") else {
@@ -442,6 +458,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         let users = crate::auth::Users::load(&path, crate::auth::Format::SaslPwdb)
             .map_err(|e| format!("-S: MEMCACHED_SASL_PWDB: {e}"))?;
         s.users = Some(std::sync::Arc::new(users));
+        s.users_file = Some((absolute(&path), crate::auth::Format::SaslPwdb));
     }
 
     if s.udp_port != 0 {
@@ -468,6 +485,16 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         return Err("-I: Cannot set item size limit higher than 1/2 of memory max.".into());
     }
     Ok(Command::Run(Box::new(s)))
+}
+
+/// `path` made absolute against the current directory (`-d` changes it to `/`
+/// before the path is used); unchanged if it is already absolute or the current
+/// directory cannot be read.
+fn absolute(path: &str) -> String {
+    std::path::absolute(path)
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+        .unwrap_or_else(|| path.to_string())
 }
 
 fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
@@ -529,6 +556,9 @@ pub fn usage() -> String {
 -l, --listen=<addr>       interfaces to listen on, comma separated, each addr or
                           addr:port (default: 127.0.0.1; memcached binds all)
 -d, --daemon              run as a daemon
+-u, --user=<user>         assume the identity of <user> (only when run as root,
+                          where it is required)
+-r, --enable-coredumps    maximize core file limit
 -m, --memory-limit=<num>  item memory in megabytes (default: 64)
 -M, --disable-evictions   return an error when memory is full instead of evicting
 -c, --conn-limit=<num>    max simultaneous connections (default: 1024)
@@ -609,6 +639,22 @@ mod tests {
             (s.item_size_max, s.idle_timeout_secs, s.hash_power),
             (2 << 20, 5, 20)
         );
+    }
+
+    #[test]
+    fn service_flags() {
+        let s = run(&["-u", "memcache", "-r", "-d", "-P", "run/x.pid"]).expect("ok");
+        assert_eq!(s.user.as_deref(), Some("memcache"));
+        assert!(s.enable_coredumps && s.daemonize);
+        // -d changes directory to /, so a relative -P means the starting directory.
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            s.pid_file,
+            Some(cwd.join("run/x.pid").display().to_string())
+        );
+        let s = run(&["-P", "/run/memcrab.pid"]).expect("ok");
+        assert_eq!(s.pid_file.as_deref(), Some("/run/memcrab.pid"));
+        assert_eq!((s.user, s.enable_coredumps), (None, false));
     }
 
     #[test]

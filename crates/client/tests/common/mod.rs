@@ -204,7 +204,12 @@ pub fn test_options() -> Options {
 
 fn spawn(kind: Kind, dir: &Path, args: &[&str], port_file: Option<&Path>) -> Option<Child> {
     let mut cmd = match kind {
-        Kind::Memcrab => Command::new(memcrab_bin()),
+        Kind::Memcrab => {
+            let mut c = Command::new(memcrab_bin());
+            // As memcached, memcrab refuses root without -u and ignores it otherwise.
+            c.args(["-u", "root"]);
+            c
+        }
         Kind::Memcached => {
             let mut c = Command::new(memcached_bin()?);
             // Needed when running as root, ignored otherwise; no UDP.

@@ -290,7 +290,8 @@ fn sasl_auth(
 ) {
     // memcached's init_sasl_conn: every exchange starts unauthenticated.
     st.authenticated = false;
-    let users = cx.server.settings.users.as_deref();
+    let users = cx.server.users();
+    let users = users.as_deref();
     enum R {
         Ok,
         Continue,

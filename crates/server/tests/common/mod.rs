@@ -18,10 +18,11 @@
 //! test instead of hanging it.
 //!
 //! `MEMCRAB_TEST_SERVER=/usr/bin/memcached cargo test --test commands` runs the same
-//! assertions against memcached itself (adding `-u nobody`), which is how the expected
-//! bytes were checked. `scripts/test` does this for the protocol suites (commands,
-//! meta, binary, udp, auth); server.rs and memory.rs test memcrab's own command line
-//! and memory bound and are not expected to pass against memcached.
+//! assertions against memcached itself (adding `-u nobody`; memcrab gets `-u root`
+//! when run as root), which is how the expected bytes were checked. `scripts/test`
+//! does this for the protocol suites (commands, meta, binary, udp, auth); server.rs
+//! and memory.rs test memcrab's own command line and memory bound and are not
+//! expected to pass against memcached.
 
 #![allow(dead_code)]
 
@@ -281,9 +282,7 @@ impl Drop for Server {
 fn spawn(dir: &Path, args: &[&str], port_file: Option<&Path>, env: &[(&str, &str)]) -> Child {
     let bin = server_binary();
     let mut cmd = Command::new(&bin);
-    if against_memcached() {
-        cmd.args(["-u", "nobody"]);
-    }
+    cmd.args(user_args(args));
     cmd.args(args);
     cmd.env_remove("MEMCACHED_PORT_FILENAME");
     cmd.envs(env.iter().copied());
@@ -318,9 +317,24 @@ fn parse_port_file(text: &str) -> u16 {
 }
 
 /// Runs the binary with `args` to completion (10 s at most) and returns its output.
+/// The `-u` a server started as root needs (both refuse root without it, and both
+/// ignore it otherwise): `nobody` for memcached, which leaves root before it writes
+/// the port file or socket; `root` for memcrab, so that it keeps writing as root.
+/// None if `args` has its own `-u`.
+pub fn user_args(args: &[&str]) -> &'static [&'static str] {
+    if args.contains(&"-u") {
+        &[]
+    } else if against_memcached() {
+        &["-u", "nobody"]
+    } else {
+        &["-u", "root"]
+    }
+}
+
 pub fn run_cli(args: &[&str]) -> Output {
     let bin = server_binary();
     let mut child = Command::new(&bin)
+        .args(user_args(args))
         .args(args)
         .env_remove("MEMCACHED_PORT_FILENAME")
         .stdin(Stdio::null())
