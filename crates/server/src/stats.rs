@@ -140,8 +140,7 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "total_items", es.total_items);
     stat(out, "expired_unfetched", es.expired_unfetched);
     stat(out, "evicted_unfetched", es.evicted_unfetched);
-    // A strict LRU evicts only its least recently used item, never an active one.
-    stat(out, "evicted_active", 0);
+    stat(out, "evicted_active", es.evicted_active);
     stat(out, "evictions", es.evictions);
     stat(out, "reclaimed", es.reclaimed);
     stat(out, "crawler_reclaimed", es.crawler_reclaimed);
@@ -218,7 +217,7 @@ fn items(server: &Server, out: &mut Vec<u8>) {
     stat(out, "items:1:reclaimed", es.reclaimed);
     stat(out, "items:1:expired_unfetched", es.expired_unfetched);
     stat(out, "items:1:evicted_unfetched", es.evicted_unfetched);
-    stat(out, "items:1:evicted_active", 0);
+    stat(out, "items:1:evicted_active", es.evicted_active);
     stat(out, "items:1:crawler_reclaimed", es.crawler_reclaimed);
 }
 

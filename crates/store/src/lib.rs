@@ -353,6 +353,10 @@ pub struct Stats {
     pub reclaimed: u64,
     pub expired_unfetched: u64,
     pub evicted_unfetched: u64,
+    /// Evicted items that had been read since they were stored or last given a
+    /// second chance (memcached's evicted with ITEM_ACTIVE). The reference engine,
+    /// a plain LRU, keeps no such bit and reports 0.
+    pub evicted_active: u64,
     /// Evicted items that had an exptime.
     pub evicted_nonzero: u64,
     /// Seconds between last access and eviction of the most recent evicted item.

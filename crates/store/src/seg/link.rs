@@ -14,7 +14,7 @@
 use std::sync::atomic::Ordering;
 
 use super::index::{Loc, Locked, SlotPos};
-use super::item::{ATIME_MASK, FETCHED};
+use super::item::{ACCESSED, ATIME_MASK, FETCHED};
 use super::segments::Life;
 use super::Seg;
 use crate::Fetch;
@@ -55,6 +55,12 @@ impl Seg {
                 c.evictions.fetch_add(1, Ordering::Relaxed);
                 if unfetched {
                     c.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+                // Read since it was stored or last reinserted, and evicted anyway
+                // (eviction's reinsertion budget was spent): memcached's
+                // evicted_active.
+                if v.state() & ACCESSED != 0 {
+                    c.evicted_active.fetch_add(1, Ordering::Relaxed);
                 }
                 if v.exptime() != 0 {
                     c.evicted_nonzero.fetch_add(1, Ordering::Relaxed);

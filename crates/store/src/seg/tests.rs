@@ -321,6 +321,42 @@ fn eviction_keeps_hot_items() {
     assert!(e.arena.lock().used <= 4 << 20);
 }
 
+/// `evicted_active` counts items evicted although they were read since they were
+/// stored (eviction's reinsertion budget was spent): none while nothing is read,
+/// some when every item is read once right after it is stored.
+#[test]
+fn evicted_active_counts_items_evicted_after_a_read() {
+    for read in [false, true] {
+        let (e, _) = engine(4 << 20, true);
+        for i in 0..40_000u32 {
+            let k = format!("k{i}");
+            e.store(
+                Mode::Set,
+                k.as_bytes(),
+                0,
+                0,
+                &[b'v'; 400],
+                &StoreOpts::default(),
+            );
+            if read {
+                assert!(get(&e, k.as_bytes()).is_some());
+            }
+        }
+        let st = e.stats();
+        assert!(st.evictions > 20_000, "{read}: {} evictions", st.evictions);
+        if read {
+            assert!(st.evicted_active > 0, "no active item evicted");
+            assert!(st.evicted_active <= st.evictions);
+            assert_eq!(st.evicted_unfetched, 0);
+        } else {
+            assert_eq!(st.evicted_active, 0);
+            assert_eq!(st.evicted_unfetched, st.evictions);
+        }
+        e.reset_stats();
+        assert_eq!(e.stats().evicted_active, 0);
+    }
+}
+
 #[test]
 fn no_evict_mode_answers_out_of_memory_and_compacts() {
     let (e, _) = engine(1 << 20, false);
