@@ -4,7 +4,8 @@
 //!   main ── parses flags, binds, spawns ──┬─ acceptor thread (listeners, -c)
 //!                                         ├─ worker threads × -t (mio loops, conns)
 //!                                         ├─ clock ticker
-//!                                         └─ signal thread (SIGTERM/SIGINT → shutdown)
+//!                                         └─ signal thread (SIGTERM/SIGINT → shutdown,
+//!                                            SIGHUP → reload TLS certificates)
 //!   all share Arc<Server> { settings, engine, per-worker counters, ... }
 //! ```
 //!
@@ -25,6 +26,7 @@
 //!   handoff.rs    acceptor → worker: NewConn and the waker token
 //!   server.rs     state shared by every thread (settings, engine, counters, conns)
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
+//!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
 //!   settings.rs   the command line (memcached's flags), parser limits
 //!   auth.rs       SASL PLAIN and -Y password files
@@ -41,6 +43,7 @@ mod request;
 mod server;
 mod settings;
 mod stats;
+mod tls;
 mod udp;
 mod worker;
 
@@ -84,7 +87,15 @@ fn main() {
             return;
         }
     };
-    if let Err(e) = run(settings) {
+    // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
+    let tls = match tls::start(&settings) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("{msg}");
+            std::process::exit(tls::EXIT_USAGE);
+        }
+    };
+    if let Err(e) = run(settings, tls) {
         eprintln!("memcrab: {e:#}");
         std::process::exit(1);
     }
@@ -105,7 +116,7 @@ fn usable_cpus() -> Option<usize> {
     }
 }
 
-fn run(mut settings: Settings) -> anyhow::Result<()> {
+fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
     // More workers than CPUs we may run on only adds context switches (on one pinned
     // core, -t 4 costs 11% more CPU per request than -t 1 and 12x the p99 latency on
     // W1), so the workers are capped at the affinity mask's size (`stats` still
@@ -129,6 +140,7 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
     ])?;
     let clock = Arc::new(Clock::new());
     let config = Config {
@@ -145,7 +157,7 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
             Arc::clone(&clock),
         )),
     };
-    let server = Arc::new(Server::new(settings, engine));
+    let server = Arc::new(Server::new(settings, engine, tls));
     let s = &server.settings;
 
     let listeners = net::bind(s)?;
@@ -219,8 +231,18 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
         thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                if signals.forever().next().is_some() {
+                for sig in signals.forever() {
+                    if sig == signal_hook::consts::SIGHUP {
+                        // New TLS connections get the files' certificates now.
+                        if let Some(tls) = &server.tls {
+                            if let Err(e) = tls::reload_certs(Some(tls)) {
+                                eprintln!("memcrab: SIGHUP: {e}");
+                            }
+                        }
+                        continue;
+                    }
                     server.begin_shutdown();
+                    break;
                 }
             })?;
     }

@@ -52,10 +52,16 @@ pub struct Server {
     shutdown: AtomicBool,
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Server {
-    pub fn new(settings: Settings, engine: Arc<dyn Engine>) -> Self {
+    pub fn new(
+        settings: Settings,
+        engine: Arc<dyn Engine>,
+        tls: Option<Arc<crate::tls::Tls>>,
+    ) -> Self {
         Server {
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
@@ -68,6 +74,7 @@ impl Server {
             conns: Mutex::default(),
             shutdown: AtomicBool::new(false),
             wakers: OnceLock::new(),
+            tls,
         }
     }
 
