@@ -10,8 +10,9 @@
 //!
 //! The socket is non-blocking and mio is edge-triggered, so two rules hold:
 //! - `read` drains rustls's decrypted plaintext before it reads the socket, and
-//!   returns less than the buffer only once the socket said `WouldBlock` (or EOF):
-//!   conn.rs takes a short read to mean "drained" and waits for the next edge.
+//!   returns less than the buffer only once the socket is drained (a short socket
+//!   read, or `WouldBlock`) or at EOF: conn.rs takes a short read to mean
+//!   "drained" and waits for the next edge.
 //! - TLS records rustls holds but the socket did not take (handshake messages,
 //!   alerts, encrypted replies) are pending output ([`TlsStream::has_pending_output`]):
 //!   the connection stays registered for writable edges and [`TlsStream::flush`]
@@ -192,6 +193,9 @@ impl TlsStream {
     /// closing the socket); fewer bytes than `buf` holds means the socket is drained.
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut n = 0;
+        // A socket read shorter than asked drained the socket: the next edge says
+        // when more comes, so no read just to see `WouldBlock` (conn.rs's rule too).
+        let mut drained = false;
         loop {
             // Plaintext rustls decrypted earlier comes first: it is there without
             // any new socket bytes, and no edge would announce it.
@@ -209,7 +213,20 @@ impl TlsStream {
             if n == buf.len() {
                 return Ok(n);
             }
-            match self.conn.read_tls(&mut self.tcp) {
+            if drained {
+                return if n > 0 {
+                    Ok(n)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                };
+            }
+            let mut socket = ShortReadProbe {
+                tcp: &mut self.tcp,
+                short: false,
+            };
+            let got = self.conn.read_tls(&mut socket);
+            drained = socket.short;
+            match got {
                 Ok(0) => {
                     if self.conn.is_handshaking() && self.got_bytes {
                         self.handshake_failed(&"the peer closed the connection");
@@ -301,6 +318,20 @@ impl Drop for TlsStream {
             self.conn.send_close_notify();
             let _ = self.conn.write_tls(&mut self.tcp);
         }
+    }
+}
+
+/// The socket as rustls reads it, noting whether a read returned less than asked.
+struct ShortReadProbe<'a> {
+    tcp: &'a mut mio::net::TcpStream,
+    short: bool,
+}
+
+impl Read for ShortReadProbe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        self.short = n > 0 && n < buf.len();
+        Ok(n)
     }
 }
 
