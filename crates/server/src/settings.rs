@@ -779,6 +779,74 @@ mod tests {
     }
 
     #[test]
+    fn tls_options() {
+        let s = run(&[
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_verify_mode=2,ssl_ca_cert=ca.pem",
+            "-o",
+            "ssl_wbuf_size=32,ssl_min_version=3,ssl_session_cache,ssl_ciphers=HIGH",
+            "-l",
+            "127.0.0.1,notls:127.0.0.1:11212",
+        ])
+        .expect("ok");
+        let t = &s.tls;
+        assert!(t.enabled && t.session_cache && !t.kernel_tls);
+        assert_eq!(
+            (
+                t.chain_cert.as_deref(),
+                t.key.as_deref(),
+                t.ca_cert.as_deref()
+            ),
+            (Some("c.pem"), Some("k.pem"), Some("ca.pem"))
+        );
+        assert_eq!((t.verify_mode, t.verify_mode_bits()), (2, 3));
+        assert_eq!((t.min_version, t.min_version_name()), (3, "tlsv1.3"));
+        assert_eq!(
+            (t.wbuf_size, t.ciphers.as_deref()),
+            (32 * 1024, Some("HIGH"))
+        );
+        // Without -Z the options are taken (as memcached), TLS stays off.
+        let s = run(&["-o", "ssl_verify_mode=1"]).expect("ok");
+        assert!(!s.tls.enabled);
+        // memcached's messages, word for word.
+        let rows: &[(&[&str], &str)] = &[
+            (
+                &["-o", "ssl_verify_mode=4"],
+                "Invalid ssl_verify_mode. Use help to see valid options.",
+            ),
+            (
+                &["-o", "ssl_verify_mode=x"],
+                "could not parse argument to ssl_verify_mode",
+            ),
+            (
+                &["-o", "ssl_min_version=tlsv1.2"],
+                "could not parse argument to ssl_min_version",
+            ),
+            (
+                &["-o", "ssl_min_version=4"],
+                "Invalid ssl_min_version. Use help to see valid options.",
+            ),
+            (&["-o", "ssl_chain_cert"], "Missing ssl_chain_cert argument"),
+            (
+                &["-o", "ssl_keyformat=pem"],
+                "could not parse argument to ssl_keyformat",
+            ),
+            (
+                &["-o", "ssl_wbuf_size=-1"],
+                "could not parse argument to ssl_wbuf_size",
+            ),
+            (
+                &["-l", "notls:127.0.0.1:1"],
+                "'notls' option is valid only when SSL is enabled",
+            ),
+        ];
+        for (args, want) in rows {
+            assert_eq!(run(args).expect_err("must fail"), *want, "{args:?}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let rows: &[(&[&str], &str)] = &[
             (&["-p", "x"], "-p"),
