@@ -308,6 +308,27 @@ def test_many_replies_unread_then_read(kind, pki, tls_servers):
         assert got == (b"VALUE k 0 500000\r\n" + value + b"\r\nEND\r\n") * 40 + b"MN\r\n"
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_encrypted_reply_waits_for_a_slow_reader(kind, pki, tls_servers):
+    """With ssl_wbuf_size above a value's size, one write hands the reply's last
+    value whole to the TLS layer while the socket is full (8 MB of replies, more than
+    the kernel's 4 MB send buffer and the client's window): it waits encrypted
+    inside the server with nothing left in the plaintext buffer, and must still go
+    out when the client reads."""
+    server = tls_servers.start(kind, pki, "-I", "2m", opts="ssl_wbuf_size=4096")
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.settimeout(TIMEOUT_SECS)
+    raw.connect(("127.0.0.1", server.port))
+    with client_context(pki).wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        value = os.urandom(500_000).hex().encode()
+        assert call(s, b"set k 0 0 %d\r\n%s\r\n" % (len(value), value)) == b"STORED\r\n"
+        s.sendall(b"get" + b" k" * 8 + b"\r\n")
+        time.sleep(0.2)  # not a sync: lets the server fill the socket and stop
+        want = b"VALUE k 0 %d\r\n%s\r\n" % (len(value), value) * 8 + b"END\r\n"
+        assert read_exactly(s, len(want)) == want
+
+
 # ---------------------------------------------------------------------------
 # refused clients
 
