@@ -69,13 +69,19 @@ COUNTER_STATS = tuple(
 # Not total_items: memcached updates incr/decr results in place only while no other
 # reference to the item exists (refcount == 2 in do_add_delta); when its background
 # LRU threads or a pending reply hold one, it links a new item and counts it.
+# Printed by memcached with or without -Z (tests/py/test_tls.py checks them under -Z).
+TLS_SETTINGS = tuple(
+    s.encode()
+    for s in """ssl_enabled ssl_chain_cert ssl_key ssl_verify_mode ssl_keyformat ssl_ciphers
+    ssl_ca_cert ssl_wbuf_size ssl_session_cache ssl_kernel_tls ssl_min_version""".split()
+)
 SETTINGS_STATS = tuple(
     s.encode()
     for s in """maxbytes maxconns tcpport udpport verbosity evictions domain_socket umask
     num_threads cas_enabled item_size_max flush_enabled idle_timeout reqs_per_event
     tcp_backlog binding_protocol chunk_size growth_factor detail_enabled
     auth_enabled_sasl auth_enabled_ascii shutdown_command""".split()
-)
+) + TLS_SETTINGS
 # Not binding_protocol's value: memcached's default `-B auto` says auto-negotiate,
 # memcrab speaks only the text protocol so far and says `ascii` (README).
 SETTINGS_VALUES = tuple(
@@ -83,7 +89,7 @@ SETTINGS_VALUES = tuple(
     for s in """maxbytes maxconns udpport verbosity evictions domain_socket umask num_threads
     cas_enabled item_size_max flush_enabled idle_timeout reqs_per_event tcp_backlog
     detail_enabled auth_enabled_sasl auth_enabled_ascii shutdown_command""".split()
-)
+) + TLS_SETTINGS
 ITEMS_STATS = tuple(
     b"items:1:" + s.encode()
     for s in """number number_hot number_warm number_cold age_hot age_warm age mem_requested

@@ -87,8 +87,9 @@ impl Conn {
         self.may_read = true;
     }
 
+    /// Replies not yet sent, or (TLS) records the stream holds for the socket.
     pub fn has_output(&self) -> bool {
-        self.wpos < self.wbuf.len()
+        self.wpos < self.wbuf.len() || self.stream.has_pending_output()
     }
 
     /// Runs the connection as far as it can go without blocking.
@@ -215,6 +216,7 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+        self.stream.flush()?;
         if self.wpos == self.wbuf.len() {
             self.wpos = 0;
             self.wbuf.clear();

@@ -1,5 +1,7 @@
 //! The acceptor thread: it polls the listening sockets (made by `net`), enforces
-//! `-c`, and hands each new connection to a worker in turn (`handoff`).
+//! `-c`, wraps connections of TLS listeners (`-Z`) in a TLS stream (`tls`; the
+//! handshake runs on the worker, in the connection's first reads), and hands each
+//! new connection to a worker in turn (`handoff`).
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -59,9 +61,13 @@ pub fn accept_loop(
         for i in tokens {
             let Some(l) = listeners.get(i) else { continue };
             let listen_addr = l.local_addr_text();
+            let tls = match l {
+                Listener::Tcp { tls: true, .. } => server.tls.as_ref(),
+                _ => None,
+            };
             loop {
                 let accepted = match l {
-                    Listener::Tcp(t) => t.accept().map(|(s, a)| {
+                    Listener::Tcp { sock, .. } => sock.accept().map(|(s, a)| {
                         let _ = s.set_nodelay(true);
                         (Stream::Tcp(s), format!("tcp:{a}"))
                     }),
@@ -84,11 +90,24 @@ pub fn accept_loop(
                 if server.curr_connections.load(Ordering::Relaxed)
                     >= server.settings.max_connections
                 {
-                    // As memcached: tell the client why, then close.
+                    // As memcached: tell the client why (in plain text, before any
+                    // TLS), then close.
                     let _ = stream.write(reply::TOO_MANY_CONNECTIONS);
                     server.rejected_connections.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
+                let stream = match (tls, stream) {
+                    (Some(tls), Stream::Tcp(tcp)) => match tls.accept(tcp) {
+                        Ok(t) => Stream::Tls(Box::new(t)),
+                        Err(e) => {
+                            if server.verbosity.load(Ordering::Relaxed) > 0 {
+                                eprintln!("memcrab: TLS accept failed: {e}");
+                            }
+                            continue;
+                        }
+                    },
+                    (_, plain) => plain,
+                };
                 server.curr_connections.fetch_add(1, Ordering::Relaxed);
                 server.total_connections.fetch_add(1, Ordering::Relaxed);
                 let fd = stream.fd();

@@ -5,8 +5,9 @@
 //!                                         ├─ worker threads × -t (mio loops, conns)
 //!                                         ├─ clock ticker
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
-//!                                              shutdown, SIGHUP → Server::reload)
-//!   all share Arc<Server> { settings, engine, per-worker counters, users, ... }
+//!                                              shutdown, SIGHUP → Server::reload:
+//!                                              users and TLS certificates)
+//!   all share Arc<Server> { settings, engine, per-worker counters, users, tls, ... }
 //! ```
 //!
 //! Startup runs memcached's steps in its order (service.rs draws them): refuse root
@@ -31,6 +32,7 @@
 //!                 users), reload (SIGHUP)
 //!   service.rs    -u, -d, -P, -r: leaving root, daemonizing, the pid file
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
+//!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
 //!   settings.rs   the command line (memcached's flags), parser limits
 //!   auth.rs       SASL PLAIN and -Y password files
@@ -48,6 +50,7 @@ mod server;
 mod service;
 mod settings;
 mod stats;
+mod tls;
 mod udp;
 mod worker;
 
@@ -91,7 +94,15 @@ fn main() {
             return;
         }
     };
-    if let Err(e) = run(settings) {
+    // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
+    let tls = match tls::start(&settings) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("{msg}");
+            std::process::exit(tls::EXIT_USAGE);
+        }
+    };
+    if let Err(e) = run(settings, tls) {
         if let Some(f) = e.downcast_ref::<service::Failure>() {
             // memcached's own words and exit status, for scripts that look for them.
             eprintln!("{f}");
@@ -117,7 +128,7 @@ fn usable_cpus() -> Option<usize> {
     }
 }
 
-fn run(mut settings: Settings) -> anyhow::Result<()> {
+fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
     // More workers than CPUs we may run on only adds context switches (on one pinned
     // core, -t 4 costs 11% more CPU per request than -t 1 and 12x the p99 latency on
     // W1), so the workers are capped at the affinity mask's size (`stats` still
@@ -165,7 +176,7 @@ fn run(mut settings: Settings) -> anyhow::Result<()> {
             Arc::clone(&clock),
         )),
     };
-    let server = Arc::new(Server::new(settings, engine));
+    let server = Arc::new(Server::new(settings, engine, tls));
     let s = &server.settings;
 
     // TCP and UDP as root (ports below 1024), the unix socket as the -u user.

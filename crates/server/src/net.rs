@@ -1,6 +1,6 @@
 //! Sockets: the makers of every listening socket (TCP and unix listeners, UDP
 //! sockets) from `-l`/`-p`/`-s`/`-U`, and the stream type a connection reads and
-//! writes. Nothing here knows about requests.
+//! writes (plain, or TLS from [`crate::tls`]). Nothing here knows about requests.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -9,16 +9,20 @@ use std::os::fd::AsRawFd;
 use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
-use crate::settings::Settings;
+use crate::settings::{Settings, NOTLS_PREFIX};
+use crate::tls::TlsStream;
 
 /// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
 /// the kernel grants; Linux caps it at net.core.wmem_max).
 const SEND_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// A TCP or unix stream.
+/// A TCP, unix or TLS-over-TCP stream. `read` and `write` move plaintext; a TLS
+/// stream may also hold encrypted output the socket has not taken yet
+/// ([`Stream::has_pending_output`], sent by [`Stream::flush`]).
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -26,6 +30,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 
@@ -33,6 +38,24 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    /// Sends output the stream itself buffered (TLS records), as far as the socket
+    /// takes it; a full socket is not an error.
+    pub fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tls(s) => s.flush(),
+            Stream::Tcp(_) | Stream::Unix(_) => Ok(()),
+        }
+    }
+
+    /// Whether the stream holds output the socket has not taken (TLS records).
+    pub fn has_pending_output(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.has_pending_output(),
+            Stream::Tcp(_) | Stream::Unix(_) => false,
         }
     }
 
@@ -40,6 +63,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
+            Stream::Tls(s) => s.tcp_mut(),
         }
     }
 
@@ -47,34 +71,39 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.tcp().as_raw_fd(),
         }
     }
 }
 
 /// A listening socket the acceptor polls.
 pub enum Listener {
-    Tcp(mio::net::TcpListener),
+    /// `tls`: its connections speak TLS (`-Z`, and not `-l notls:`).
+    Tcp {
+        sock: mio::net::TcpListener,
+        tls: bool,
+    },
     Unix(mio::net::UnixListener),
 }
 
 impl Listener {
     pub fn fd(&self) -> i32 {
         match self {
-            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Tcp { sock, .. } => sock.as_raw_fd(),
             Listener::Unix(l) => l.as_raw_fd(),
         }
     }
 
     pub fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
-            Listener::Tcp(l) => l,
+            Listener::Tcp { sock, .. } => sock,
             Listener::Unix(l) => l,
         }
     }
 
     pub fn local_addr_text(&self) -> String {
         match self {
-            Listener::Tcp(l) => l
+            Listener::Tcp { sock: l, .. } => l
                 .local_addr()
                 .map(|a| format!("tcp:{a}"))
                 .unwrap_or_else(|_| "tcp:?".into()),
@@ -88,7 +117,7 @@ impl Listener {
 
     pub fn tcp_port(&self) -> Option<u16> {
         match self {
-            Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
+            Listener::Tcp { sock, .. } => sock.local_addr().ok().map(|a| a.port()),
             Listener::Unix(_) => None,
         }
     }
@@ -144,6 +173,7 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
     }
     let mut out = Vec::new();
     for l in &s.listen {
+        let (plain, l) = split_notls(l);
         for addr in parse_listen(l, s.port)? {
             let sock = new_socket(&addr, Type::STREAM)?;
             sock.bind(&addr.into())
@@ -151,10 +181,22 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
             sock.listen(s.backlog)?;
             sock.set_nonblocking(true)?;
             let std_listener: std::net::TcpListener = sock.into();
-            out.push(Listener::Tcp(mio::net::TcpListener::from_std(std_listener)));
+            out.push(Listener::Tcp {
+                sock: mio::net::TcpListener::from_std(std_listener),
+                tls: s.tls.enabled && !plain,
+            });
         }
     }
     Ok(out)
+}
+
+/// Splits memcached's `notls:` prefix off a `-l` entry: (whether it had it, the
+/// address). As memcached, the prefix and the one character after it go.
+pub fn split_notls(entry: &str) -> (bool, &str) {
+    match entry.strip_prefix(NOTLS_PREFIX) {
+        Some(rest) => (true, rest.get(1..).unwrap_or("")),
+        None => (false, entry),
+    }
 }
 
 /// `host`, `host:port`, `[v6]`, `[v6]:port`, `*` (every interface), as memcached's
@@ -208,7 +250,7 @@ pub fn bind_udp(s: &Settings) -> anyhow::Result<Vec<std::net::UdpSocket>> {
     }
     let mut out = Vec::new();
     for l in &s.listen {
-        for addr in parse_listen(l, s.udp_port)? {
+        for addr in parse_listen(split_notls(l).1, s.udp_port)? {
             let sock = new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);

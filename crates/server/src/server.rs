@@ -60,10 +60,16 @@ pub struct Server {
     shutdown: AtomicBool,
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Server {
-    pub fn new(mut settings: Settings, engine: Arc<dyn Engine>) -> Self {
+    pub fn new(
+        mut settings: Settings,
+        engine: Arc<dyn Engine>,
+        tls: Option<Arc<crate::tls::Tls>>,
+    ) -> Self {
         let users = settings.users.take();
         Server {
             users: RwLock::new(users),
@@ -78,6 +84,7 @@ impl Server {
             conns: Mutex::default(),
             shutdown: AtomicBool::new(false),
             wakers: OnceLock::new(),
+            tls,
         }
     }
 
@@ -125,7 +132,8 @@ impl Server {
     /// SIGHUP: re-reads everything that can change without a restart. This is the
     /// one place for it; each step keeps its old state when its file is bad, and
     /// nothing here stops the server. Today: the users of `-Y` / `-S` (memcached
-    /// reloads its `-Y` file on SIGHUP too). TLS certificates belong here as well.
+    /// reloads its `-Y` file on SIGHUP too), and the TLS certificates (`-Z`; memcached
+    /// reloads them only on `refresh_certs`).
     pub fn reload(&self) {
         let verbose = self.verbosity.load(Ordering::Relaxed) > 0;
         match self.load_users() {
@@ -134,6 +142,13 @@ impl Server {
             }
             Ok(()) => {}
             Err(e) => eprintln!("memcrab: SIGHUP: {e}; keeping the users loaded before"),
+        }
+        // New TLS connections get the files' certificates from now on; a broken
+        // file changes nothing.
+        if let Some(tls) = &self.tls {
+            if let Err(e) = crate::tls::reload_certs(Some(tls)) {
+                eprintln!("memcrab: SIGHUP: {e}");
+            }
         }
     }
 

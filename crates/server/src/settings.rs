@@ -78,7 +78,82 @@ pub struct Settings {
     /// The users as read at startup. `Server::new` moves them into the server, whose
     /// copy SIGHUP replaces: read `Server::users()`, never this (None once running).
     pub users: Option<std::sync::Arc<crate::auth::Users>>,
+    /// `-Z` and the `ssl_*` sub-options.
+    pub tls: TlsSettings,
 }
+
+/// `-Z` and `-o ssl_*`, as memcached 1.6 takes them (`crate::tls` builds rustls's
+/// configuration from these). Defaults are memcached's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `-Z`: TCP listeners speak TLS (except `-l notls:...` ones).
+    pub enabled: bool,
+    /// `ssl_chain_cert`: the server's certificate chain, PEM.
+    pub chain_cert: Option<String>,
+    /// `ssl_key`: the server's private key.
+    pub key: Option<String>,
+    /// `ssl_keyformat`: OpenSSL's file type number, 1 = PEM (default), 2 = DER.
+    pub key_format: i32,
+    /// `ssl_verify_mode`: 0 none, 1 request, 2 require, 3 once.
+    pub verify_mode: u8,
+    /// `ssl_ciphers`: an OpenSSL cipher list for TLS 1.2 (see `tls::tls12_suites`).
+    pub ciphers: Option<String>,
+    /// `ssl_ca_cert`: PEM file of the CAs client certificates are checked against.
+    pub ca_cert: Option<String>,
+    /// `ssl_wbuf_size`: plaintext bytes encrypted per write (given in kilobytes).
+    pub wbuf_size: u32,
+    /// `ssl_session_cache`: a server-side session cache (default: stateless tickets).
+    pub session_cache: bool,
+    /// `ssl_kernel_tls`: refused at startup (see `tls::start`).
+    pub kernel_tls: bool,
+    /// `ssl_min_version`: 0 tlsv1.0, 1 tlsv1.1, 2 tlsv1.2 (default), 3 tlsv1.3.
+    pub min_version: u8,
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings {
+            enabled: false,
+            chain_cert: None,
+            key: None,
+            key_format: 1,
+            verify_mode: 0,
+            ciphers: None,
+            ca_cert: None,
+            wbuf_size: 16 * 1024,
+            session_cache: false,
+            kernel_tls: false,
+            min_version: 2,
+        }
+    }
+}
+
+impl TlsSettings {
+    /// `ssl_min_version` as `stats settings` prints it (memcached's `ssl_proto_text`).
+    pub fn min_version_name(&self) -> &'static str {
+        match self.min_version {
+            0 => "tlsv1.0",
+            1 => "tlsv1.1",
+            2 => "tlsv1.2",
+            _ => "tlsv1.3",
+        }
+    }
+
+    /// `ssl_verify_mode` as `stats settings` prints it: OpenSSL's flag bits
+    /// (PEER 1, FAIL_IF_NO_PEER_CERT 2, CLIENT_ONCE 4), as memcached stores it.
+    pub fn verify_mode_bits(&self) -> u8 {
+        match self.verify_mode {
+            0 => 0,
+            1 => 1,
+            2 => 3,
+            _ => 7,
+        }
+    }
+}
+
+/// The `-l` prefix that keeps one listener plain under `-Z`. As memcached's
+/// `server_sockets`, the prefix and the one character after it are skipped.
+pub const NOTLS_PREFIX: &str = "notls";
 
 /// `-B`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +211,7 @@ impl Default for Settings {
             auth_file: None,
             users_file: None,
             users: None,
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -241,6 +317,7 @@ const FLAGS: &[(char, &str, bool)] = &[
     ('e', "memory-file", true),
     ('A', "enable-shutdown", false),
     ('o', "extended", true),
+    ('Z', "enable-ssl", false),
 ];
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
@@ -417,6 +494,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             'F' => s.flush_enabled = false,
             'A' => s.shutdown_command = true,
             'o' => extended(&mut s, &v)?,
+            'Z' => s.tls.enabled = true,
             _ => return Err(format!("invalid option -- '{c}'")),
         }
     }
@@ -475,6 +553,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             );
         }
     }
+    if !s.tls.enabled && s.listen.iter().any(|l| l.starts_with(NOTLS_PREFIX)) {
+        return Err("'notls' option is valid only when SSL is enabled".into());
+    }
     if s.item_size_max < 1024 {
         return Err("-I: Item max size cannot be less than 1024 bytes.".into());
     }
@@ -531,9 +612,65 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                     ))
                 }
             },
+            _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
         }
+    }
+    Ok(())
+}
+
+/// memcached's TLS sub-options (all taken, with or without `-Z`, as memcached does).
+const TLS_SUBOPTIONS: &[&str] = &[
+    "ssl_chain_cert",
+    "ssl_key",
+    "ssl_verify_mode",
+    "ssl_keyformat",
+    "ssl_ciphers",
+    "ssl_ca_cert",
+    "ssl_wbuf_size",
+    "ssl_session_cache",
+    "ssl_kernel_tls",
+    "ssl_min_version",
+];
+
+/// The `ssl_*` sub-options, with memcached's messages (`memcached.c`'s `SSL_*` cases).
+fn tls_suboption(t: &mut TlsSettings, name: &str, value: Option<&str>) -> Result<(), String> {
+    let need = || value.ok_or_else(|| format!("Missing {name} argument"));
+    let number = || -> Result<i64, String> {
+        // memcached's safe_strtol: optional sign, digits, trailing whitespace allowed.
+        need()?
+            .trim()
+            .parse()
+            .map_err(|_| format!("could not parse argument to {name}"))
+    };
+    match name {
+        "ssl_chain_cert" => t.chain_cert = Some(need()?.to_string()),
+        "ssl_key" => t.key = Some(need()?.to_string()),
+        "ssl_verify_mode" => match number()? {
+            m @ 0..=3 => t.verify_mode = m as u8,
+            _ => return Err("Invalid ssl_verify_mode. Use help to see valid options.".into()),
+        },
+        "ssl_keyformat" => {
+            t.key_format = i32::try_from(number()?)
+                .map_err(|_| format!("could not parse argument to {name}"))?
+        }
+        "ssl_ciphers" => t.ciphers = Some(need()?.to_string()),
+        "ssl_ca_cert" => t.ca_cert = Some(need()?.to_string()),
+        "ssl_wbuf_size" => {
+            let kb: u32 = need()?
+                .trim()
+                .parse()
+                .map_err(|_| format!("could not parse argument to {name}"))?;
+            t.wbuf_size = kb.wrapping_mul(1024);
+        }
+        "ssl_session_cache" => t.session_cache = true,
+        "ssl_kernel_tls" => t.kernel_tls = true,
+        "ssl_min_version" => match number()? {
+            v @ 0..=3 => t.min_version = v as u8,
+            _ => return Err("Invalid ssl_min_version. Use help to see valid options.".into()),
+        },
+        _ => return Err(format!("-o: Illegal suboption \"{name}\"")),
     }
     Ok(())
 }
@@ -588,6 +725,23 @@ pub fn usage() -> String {
 -o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
                           engine=seg|reference (default seg); memcached's slab/LRU/crawler tuning
                           options are accepted and ignored
+-Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
+   - ssl_chain_cert:      certificate chain file in PEM format
+   - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
+   - ssl_keyformat:       private key format: 1 PEM (default), 2 DER
+   - ssl_verify_mode:     peer certificate verification mode, default is 0(None).
+                          valid values are 0(None), 1(Request), 2(Require)
+                          or 3(Once)
+   - ssl_ciphers:         OpenSSL cipher list for TLS 1.2 (TLS 1.3 suites are all on)
+   - ssl_ca_cert:         PEM format file of acceptable client CA's
+   - ssl_wbuf_size:       size in kilobytes of per-connection SSL output buffer
+                          (default: 16)
+   - ssl_session_cache:   enable server-side SSL session cache, to support session
+                          resumption (default: stateless session tickets)
+   - ssl_kernel_tls:      kernel TLS offload: not available (refused)
+   - ssl_min_version:     minimum protocol version to accept (default: tlsv1.2)
+                          valid values are 0(tlsv1.0), 1(tlsv1.1), 2(tlsv1.2), or 3(tlsv1.3);
+                          TLS 1.0 and 1.1 are never offered, so 0 and 1 mean tlsv1.2
 ",
     );
     u
@@ -671,6 +825,74 @@ mod tests {
     }
 
     #[test]
+    fn tls_options() {
+        let s = run(&[
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_verify_mode=2,ssl_ca_cert=ca.pem",
+            "-o",
+            "ssl_wbuf_size=32,ssl_min_version=3,ssl_session_cache,ssl_ciphers=HIGH",
+            "-l",
+            "127.0.0.1,notls:127.0.0.1:11212",
+        ])
+        .expect("ok");
+        let t = &s.tls;
+        assert!(t.enabled && t.session_cache && !t.kernel_tls);
+        assert_eq!(
+            (
+                t.chain_cert.as_deref(),
+                t.key.as_deref(),
+                t.ca_cert.as_deref()
+            ),
+            (Some("c.pem"), Some("k.pem"), Some("ca.pem"))
+        );
+        assert_eq!((t.verify_mode, t.verify_mode_bits()), (2, 3));
+        assert_eq!((t.min_version, t.min_version_name()), (3, "tlsv1.3"));
+        assert_eq!(
+            (t.wbuf_size, t.ciphers.as_deref()),
+            (32 * 1024, Some("HIGH"))
+        );
+        // Without -Z the options are taken (as memcached), TLS stays off.
+        let s = run(&["-o", "ssl_verify_mode=1"]).expect("ok");
+        assert!(!s.tls.enabled);
+        // memcached's messages, word for word.
+        let rows: &[(&[&str], &str)] = &[
+            (
+                &["-o", "ssl_verify_mode=4"],
+                "Invalid ssl_verify_mode. Use help to see valid options.",
+            ),
+            (
+                &["-o", "ssl_verify_mode=x"],
+                "could not parse argument to ssl_verify_mode",
+            ),
+            (
+                &["-o", "ssl_min_version=tlsv1.2"],
+                "could not parse argument to ssl_min_version",
+            ),
+            (
+                &["-o", "ssl_min_version=4"],
+                "Invalid ssl_min_version. Use help to see valid options.",
+            ),
+            (&["-o", "ssl_chain_cert"], "Missing ssl_chain_cert argument"),
+            (
+                &["-o", "ssl_keyformat=pem"],
+                "could not parse argument to ssl_keyformat",
+            ),
+            (
+                &["-o", "ssl_wbuf_size=-1"],
+                "could not parse argument to ssl_wbuf_size",
+            ),
+            (
+                &["-l", "notls:127.0.0.1:1"],
+                "'notls' option is valid only when SSL is enabled",
+            ),
+        ];
+        for (args, want) in rows {
+            assert_eq!(run(args).expect_err("must fail"), *want, "{args:?}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let rows: &[(&[&str], &str)] = &[
             (&["-p", "x"], "-p"),
@@ -682,7 +904,7 @@ mod tests {
             (&["-U", "70000"], "-U"),
             (&["-o", "bogus"], "Illegal suboption"),
             (&["-o", "hashpower=2"], "hashpower"),
-            (&["-Z"], "'Z'"),
+            (&["-Q"], "'Q'"),
             (&["--nope"], "--nope"),
             (&["-p"], "'p'"),
         ];

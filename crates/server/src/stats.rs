@@ -144,6 +144,18 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "evictions", es.evictions);
     stat(out, "reclaimed", es.reclaimed);
     stat(out, "crawler_reclaimed", es.crawler_reclaimed);
+    if let Some(tls) = &server.tls {
+        // memcached prints these with -Z only.
+        if let Some(n) = tls.new_sessions() {
+            stat(out, "ssl_new_sessions", n);
+        }
+        stat(out, "ssl_handshake_errors", tls.handshake_errors());
+        stat(
+            out,
+            "time_since_server_cert_refresh",
+            tls.secs_since_refresh(),
+        );
+    }
     stat(out, "engine", server.settings.engine.name());
 }
 
@@ -189,6 +201,24 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "hashpower_init", s.hash_power);
     stat(out, "flush_enabled", yes_no(s.flush_enabled));
     stat(out, "idle_timeout", s.idle_timeout_secs);
+    // memcached prints its TLS settings with or without -Z; unset paths as glibc
+    // prints a NULL `%s` ("(null)"), or memcached's "NULL".
+    let t = &s.tls;
+    stat(out, "ssl_enabled", yes_no(t.enabled));
+    stat(
+        out,
+        "ssl_chain_cert",
+        t.chain_cert.as_deref().unwrap_or("(null)"),
+    );
+    stat(out, "ssl_key", t.key.as_deref().unwrap_or("(null)"));
+    stat(out, "ssl_verify_mode", t.verify_mode_bits());
+    stat(out, "ssl_keyformat", t.key_format);
+    stat(out, "ssl_ciphers", t.ciphers.as_deref().unwrap_or("NULL"));
+    stat(out, "ssl_ca_cert", t.ca_cert.as_deref().unwrap_or("NULL"));
+    stat(out, "ssl_wbuf_size", t.wbuf_size);
+    stat(out, "ssl_session_cache", yes_no(t.session_cache));
+    stat(out, "ssl_kernel_tls", yes_no(t.kernel_tls));
+    stat(out, "ssl_min_version", t.min_version_name());
     stat(out, "engine", server.settings.engine.name());
 }
 

@@ -125,6 +125,9 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
                 Err(NotANumber) => Err(Error::MemlimitNotNumber { noreply }),
             }
         }),
+        b"refresh_certs" => Done(Ok(Request::RefreshCerts {
+            noreply: t.noreply(),
+        })),
         // Meta commands are all two bytes long and start with `m`.
         _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, t, after, cfg) {
             meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),

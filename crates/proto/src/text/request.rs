@@ -88,6 +88,11 @@ pub enum Request<'a> {
     },
     /// A meta command (`mg ms md ma mn me`), see [`super::meta`].
     Meta(Meta<'a>),
+    /// `refresh_certs [noreply]`: reload the TLS certificates (any other tokens
+    /// are ignored, as in memcached).
+    RefreshCerts {
+        noreply: bool,
+    },
 }
 
 /// The argument of `shutdown`.

@@ -298,6 +298,19 @@ fn other_commands() {
         (b"flush_all 1 2 3\r\n", Err(Error::UnknownCommand)),
         (b"version\r\n", Ok(Request::Version)),
         (b"version junk\r\n", Ok(Request::Version)),
+        (
+            b"refresh_certs\r\n",
+            Ok(Request::RefreshCerts { noreply: false }),
+        ),
+        (
+            b"refresh_certs noreply\r\n",
+            Ok(Request::RefreshCerts { noreply: true }),
+        ),
+        (
+            b"refresh_certs x y\r\n",
+            Ok(Request::RefreshCerts { noreply: false }),
+        ),
+        (b"refresh_cert\r\n", Err(Error::UnknownCommand)),
         (b"quit\r\n", Ok(Request::Quit)),
         (
             b"shutdown\r\n",

@@ -218,6 +218,18 @@ pub fn execute(
             cx.server.begin_shutdown();
             Flow::Close
         }
+        Request::RefreshCerts { noreply } => {
+            // memcached's process_refresh_certs_command: noreply silences OK only;
+            // an error is always written.
+            match crate::tls::reload_certs(cx.server.tls.as_deref()) {
+                Ok(()) => put(out, noreply, reply::OK),
+                Err(msg) => {
+                    out.extend_from_slice(msg.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            Flow::Next
+        }
         Request::CacheMemlimit { megabytes, noreply } => {
             let r = if megabytes < 8 {
                 reply::MEMLIMIT_TOO_SMALL
