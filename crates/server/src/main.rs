@@ -34,7 +34,7 @@
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
 //!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
-//!   settings.rs   the command line (memcached's flags), parser limits
+//!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*
 //!   auth.rs       SASL PLAIN and -Y password files
 //! ```
 
