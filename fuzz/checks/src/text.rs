@@ -191,7 +191,8 @@ fn check_request(req: &Request<'_>, cfg: &Config) {
         | Request::Verbosity { .. }
         | Request::Quit
         | Request::Shutdown { .. }
-        | Request::CacheMemlimit { .. } => {}
+        | Request::CacheMemlimit { .. }
+        | Request::Admin(_) => {}
     }
 }
 
@@ -301,9 +302,10 @@ fn round_trip(req: &Request<'_>, cfg: &Config) {
                 return;
             }
         }
-        // No client encoder for these (shutdown is an admin command; a too-large
-        // value is not something a client means to send).
-        Request::Shutdown { .. } | Request::TooLarge { .. } => return,
+        // No client encoder for these (shutdown and the `lru_crawler`/`slabs`/`lru`
+        // commands are admin commands; a too-large value is not something a client
+        // means to send).
+        Request::Shutdown { .. } | Request::Admin(_) | Request::TooLarge { .. } => return,
     }
     let Some((back, used)) = text::parse(&out, cfg) else {
         panic!("re-encoded {req:?} is incomplete: {out:?}");
