@@ -1,5 +1,6 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
-//! counters, connection bookkeeping and the shutdown switch.
+//! counters, connection bookkeeping, what admin commands tune, `stats detail`'s
+//! counters and the shutdown switch.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -9,7 +10,9 @@ use memcrab_store::Engine;
 use parking_lot::Mutex;
 
 use crate::counters::{Counters, Totals};
+use crate::prefix::Prefixes;
 use crate::settings::Settings;
+use crate::tunables::Tunables;
 
 /// The version memcrab reports: the memcached release whose protocol it implements,
 /// then its own, so that clients that gate features on the version number work.
@@ -52,6 +55,10 @@ pub struct Server {
     shutdown: AtomicBool,
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    /// What admin commands set at run time (see its docs for its locks).
+    pub tunables: Tunables,
+    /// `stats detail` counters (see its docs for its lock).
+    pub prefixes: Prefixes,
 }
 
 impl Server {
@@ -59,6 +66,8 @@ impl Server {
         Server {
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
+            tunables: Tunables::new(&settings),
+            prefixes: Prefixes::new(settings.stat_prefix),
             settings,
             engine,
             baseline: Mutex::default(),
@@ -88,6 +97,7 @@ impl Server {
         *self.baseline.lock() = t;
         self.total_connections.store(0, Ordering::Relaxed);
         self.rejected_connections.store(0, Ordering::Relaxed);
+        self.prefixes.clear();
         self.engine.reset_stats();
     }
 

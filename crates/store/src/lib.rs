@@ -391,6 +391,12 @@ pub struct SegmentStats {
     pub reinserted: u64,
     /// Mostly dead segments compacted and reused instead of growing the arena.
     pub compacted: u64,
+    /// Seconds since the oldest sealed normal segment, and the oldest large one, was
+    /// opened (`stats items`' `age` of classes 1 and 2). Exact unless over a thousand
+    /// large segments are older than the oldest normal one, or the other way round;
+    /// then a lower bound.
+    pub oldest_normal_age: u32,
+    pub oldest_large_age: u32,
 }
 
 /// One live item as [`Engine::walk`] shows it: what memcached's `lru_crawler metadump`
