@@ -24,7 +24,7 @@ use super::{Ctx, Flow};
 
 /// Items a dump shows per turn before it lets the connection's other work run (the
 /// request step counts each turn against `-R`).
-pub const DUMP_ITEMS_PER_TURN: usize = 4096;
+const DUMP_ITEMS_PER_TURN: usize = 4096;
 
 /// The largest class id `stats slabs` reports: 1 for items in shared segments, 2 for
 /// large items in segments of their own. `slabs reassign` accepts 0 (memcached's
@@ -47,7 +47,7 @@ pub fn execute(
     out_limit: usize,
 ) -> Flow {
     let t = &cx.server.tunables;
-    let reply = |out: &mut Vec<u8>, noreply: bool, r: &[u8]| {
+    let answer = |out: &mut Vec<u8>, noreply: bool, r: &[u8]| {
         if !noreply {
             out.extend_from_slice(r);
         }
@@ -132,15 +132,15 @@ pub fn execute(
         Admin::SlabsAutomove { level, noreply } => {
             if level <= 2 {
                 t.slab_automove.store(level, Ordering::Relaxed);
-                reply(out, noreply, reply::OK);
+                answer(out, noreply, reply::OK);
             } else {
-                reply(out, noreply, reply::ERROR);
+                answer(out, noreply, reply::ERROR);
             }
             Flow::Next
         }
         Admin::SlabsAutomoveRatio { ratio, noreply } => {
             t.set_slab_automove_ratio(ratio.0);
-            reply(out, noreply, reply::OK);
+            answer(out, noreply, reply::OK);
             Flow::Next
         }
         Admin::LruTune {
@@ -163,12 +163,12 @@ pub fn execute(
                 lru.warm_max_factor = warm_factor.0;
                 reply::OK
             };
-            reply(out, noreply, r);
+            answer(out, noreply, r);
             Flow::Next
         }
         Admin::LruMode { segmented, noreply } => {
             t.lru.lock().segmented = segmented;
-            reply(out, noreply, reply::OK);
+            answer(out, noreply, reply::OK);
             Flow::Next
         }
         Admin::LruTempTtl { ttl, noreply } => {
@@ -177,7 +177,7 @@ pub fn execute(
             if ttl >= 0 {
                 lru.temporary_ttl = ttl;
             }
-            reply(out, noreply, reply::OK);
+            answer(out, noreply, reply::OK);
             Flow::Next
         }
     }
