@@ -48,11 +48,12 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// start runs bin on a free port and returns its address; the process is killed
-// on test cleanup.
-func start(t *testing.T, bin string) string {
+// start runs bin on a free port, with extra flags if given, and returns its
+// address; the process is killed on test cleanup.
+func start(t *testing.T, bin string, extra ...string) string {
 	port := freePort(t)
 	args := []string{"-U", "0", "-l", "127.0.0.1", "-p", fmt.Sprint(port)}
+	args = append(args, extra...)
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root")
 	}

@@ -15,7 +15,8 @@
 //! - [`text::meta`]: the meta commands (`mg ms md ma mn me`). They are text commands
 //!   (same line, same tokenizer), so [`text::parse`] hands them to this child module.
 //! - [`binary`]: the binary protocol (framing, validation, responses).
-//! - [`num`]: memcached's `safe_strto*` number parsing, quirks included.
+//! - [`num`]: memcached's `safe_strto*` number parsing (and `safe_strtod`), quirks
+//!   included.
 //!
 //! Files, what each holds, and what it imports of this crate (`──►`). No file imports
 //! its parent module's file, and no file imports one that imports it, directly or
@@ -27,10 +28,12 @@
 //!   lib.rs
 //!   ├── text/
 //!   │   ├── mod.rs         parse: find the line, tokenize, dispatch; the classic
-//!   │   │                  commands (get, set, delete, incr, ...)
-//!   │   │                  ──► token, config, request, meta, num, memcrab_limits
+//!   │   │                  commands (get, set, delete, incr, ...) and the admin ones
+//!   │   │                  ──► token, config, request, meta, admin, num, memcrab_limits
 //!   │   ├── request.rs     Request, StoreCmd, Keys; Error and the Action it asks of
-//!   │   │                  the connection             ──► meta (Request::Meta)
+//!   │   │                  the connection    ──► meta (Request::Meta), admin (Request::Admin)
+//!   │   ├── admin.rs       Admin (lru_crawler, slabs, lru), Classes, CrawlKind, Float
+//!   │   │                                              ──► num
 //!   │   ├── meta/
 //!   │   │   ├── mod.rs     meta::parse (returns Parsed), Meta, Flags, SetMode, the
 //!   │   │   │              error lines

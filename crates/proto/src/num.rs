@@ -117,9 +117,94 @@ pub fn safe_strtol(s: &[u8]) -> Result<i32, NotANumber> {
     Ok(v as i32)
 }
 
+/// `safe_strtod`: a decimal floating-point number as C's `strtod` reads one (leading
+/// whitespace, a sign, digits with an optional fraction and exponent, or `inf`,
+/// `infinity`, `nan`), followed by whitespace or the end. Out of range (`ERANGE`)
+/// is [`NotANumber`], as in memcached. Not reproduced: hexadecimal floats
+/// (`0x1p3`), `nan(...)`, and glibc's `ERANGE` on underflow to a subnormal.
+pub fn safe_strtod(s: &[u8]) -> Result<f64, NotANumber> {
+    let start = s.iter().take_while(|&&b| is_c_space(b)).count();
+    let rest = &s[start..];
+    let mut i = usize::from(matches!(rest.first(), Some(b'+' | b'-')));
+    let word = |w: &[u8], at: usize| {
+        rest.len() >= at + w.len() && rest[at..at + w.len()].eq_ignore_ascii_case(w)
+    };
+    let end = if word(b"infinity", i) {
+        i + 8
+    } else if word(b"inf", i) || word(b"nan", i) {
+        i + 3
+    } else {
+        let digits = |from: usize| {
+            rest[from..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+        };
+        let int = digits(i);
+        i += int;
+        let mut frac = 0;
+        if rest.get(i) == Some(&b'.') {
+            frac = digits(i + 1);
+            if int + frac > 0 {
+                i += 1 + frac;
+            }
+        }
+        if int + frac == 0 {
+            return Err(NotANumber);
+        }
+        if matches!(rest.get(i), Some(b'e' | b'E')) {
+            let sign = usize::from(matches!(rest.get(i + 1), Some(b'+' | b'-')));
+            let exp = digits(i + 1 + sign);
+            if exp > 0 {
+                i += 1 + sign + exp;
+            }
+        }
+        i
+    };
+    if end < rest.len() && !is_c_space(rest[end]) {
+        return Err(NotANumber);
+    }
+    let text = std::str::from_utf8(&rest[..end]).map_err(|_| NotANumber)?;
+    let v: f64 = text.parse().map_err(|_| NotANumber)?;
+    let literal_inf = text.trim_start_matches(['+', '-']).starts_with(['i', 'I']);
+    if v.is_infinite() && !literal_inf {
+        return Err(NotANumber);
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strtod_table() {
+        let cases: &[(&[u8], Option<f64>)] = &[
+            (b"0.5", Some(0.5)),
+            (b"2", Some(2.0)),
+            (b" 1.25", Some(1.25)),
+            (b"+.5", Some(0.5)),
+            (b"5.", Some(5.0)),
+            (b"-0.1", Some(-0.1)),
+            (b"1e2", Some(100.0)),
+            (b"1E-2", Some(0.01)),
+            (b"1e", None),
+            (b"2\t", Some(2.0)),
+            (b"inf", Some(f64::INFINITY)),
+            (b"-Infinity", Some(f64::NEG_INFINITY)),
+            (b"1e999", None),
+            (b".", None),
+            (b"", None),
+            (b"x", None),
+            (b"1.5x", None),
+            (b"e5", None),
+        ];
+        for (input, want) in cases {
+            let got = safe_strtod(input).ok();
+            assert_eq!(got, *want, "{:?}", String::from_utf8_lossy(input));
+        }
+        assert!(safe_strtod(b"nan").is_ok_and(f64::is_nan));
+    }
 
     #[test]
     fn strtoull_table() {

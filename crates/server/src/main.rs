@@ -25,12 +25,15 @@
 //!   conn.rs       transport: a TCP/unix stream's buffers and read/serve/write cycle
 //!   udp.rs        transport: datagram framing of requests and replies (-U)
 //!   request.rs    the transport-independent request step (Session::step/serve)
-//!   exec/         executors: mod.rs (Ctx, Flow, counting), text.rs, meta.rs, binary.rs
+//!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
+//!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)
 //!   stats.rs      the `stats` report writer
 //!   handoff.rs    acceptor → worker: NewConn and the waker token
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users), reload (SIGHUP)
 //!   service.rs    -u, -d, -P, -r: leaving root, daemonizing, the pid file
+//!   tunables.rs   what admin commands set at run time (lru_crawler, slabs, lru)
+//!   prefix.rs     `stats detail`: per key prefix counters
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
 //!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
@@ -45,12 +48,14 @@ mod exec;
 mod handoff;
 mod listen;
 mod net;
+mod prefix;
 mod request;
 mod server;
 mod service;
 mod settings;
 mod stats;
 mod tls;
+mod tunables;
 mod udp;
 mod worker;
 

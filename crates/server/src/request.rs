@@ -22,14 +22,14 @@
 //! What a connection carries between steps lives in [`Session`]: the protocol
 //! (`-B`, decided by the first byte under `auto`), the `-Y` authentication state,
 //! the binary SASL state, the bytes of a refused value still to discard, and how far
-//! a suspended multi-get got.
+//! a suspended multi-get or key dump got.
 
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::num::safe_strtoul;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
-use crate::exec::{self, Ctx, Flow};
+use crate::exec::{self, Ctx, Flow, Resume};
 use crate::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
@@ -103,8 +103,8 @@ pub struct Session {
     auth_reply_at: Option<usize>,
     /// Bytes of a refused data block still to discard.
     swallow: usize,
-    /// Keys of a suspended multi-get already answered.
-    resume: usize,
+    /// How far a suspended multi-get or key dump got.
+    resume: Resume,
 }
 
 impl Session {
@@ -134,13 +134,13 @@ impl Session {
             auth_pending: None,
             auth_reply_at: None,
             swallow: 0,
-            resume: 0,
+            resume: Resume::default(),
         }
     }
 
     /// Keys of the current multi-get already answered (0 when none is suspended).
     pub fn resume(&self) -> usize {
-        self.resume
+        self.resume.keys
     }
 
     /// Discards what `input` holds of a refused data block; returns the bytes used.

@@ -1,6 +1,6 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
-//! counters, connection bookkeeping, the authentication users, the shutdown switch,
-//! and `reload` (SIGHUP).
+//! counters, connection bookkeeping, the authentication users, what admin commands
+//! tune, `stats detail`'s counters, TLS, the shutdown switch, and `reload` (SIGHUP).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -11,7 +11,9 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::auth::Users;
 use crate::counters::{Counters, Totals};
+use crate::prefix::Prefixes;
 use crate::settings::Settings;
+use crate::tunables::Tunables;
 
 /// The version memcrab reports: the memcached release whose protocol it implements,
 /// then its own, so that clients that gate features on the version number work.
@@ -62,6 +64,10 @@ pub struct Server {
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// What admin commands set at run time (see its docs for its locks).
+    pub tunables: Tunables,
+    /// `stats detail` counters (see its docs for its lock).
+    pub prefixes: Prefixes,
 }
 
 impl Server {
@@ -75,6 +81,8 @@ impl Server {
             users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
+            tunables: Tunables::new(&settings),
+            prefixes: Prefixes::new(settings.stat_prefix),
             settings,
             engine,
             baseline: Mutex::default(),
@@ -105,6 +113,7 @@ impl Server {
         *self.baseline.lock() = t;
         self.total_connections.store(0, Ordering::Relaxed);
         self.rejected_connections.store(0, Ordering::Relaxed);
+        self.prefixes.clear();
         self.engine.reset_stats();
     }
 

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::counters::Totals;
+use memcrab_store::{Stats, WalkCursor};
+
 use crate::server::Server;
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
@@ -21,19 +22,85 @@ pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut
         Some(b"settings") => settings(server, out),
         Some(b"items") => items(server, out),
         Some(b"slabs") => slabs(server, out),
-        Some(b"sizes") => reply::stat(out, "sizes_status", "disabled"),
+        Some(b"sizes") => sizes(server, out),
+        Some(b"sizes_enable" | b"sizes_disable") => {
+            // memcached writes these without a closing END.
+            sizes_switch(server, sub == Some(b"sizes_enable"), out);
+            return;
+        }
         Some(b"conns") => conns(server, out),
-        Some(b"detail") if arg.is_none() => {
-            out.extend_from_slice(reply::STATS_DETAIL_USAGE);
+        Some(b"detail") => {
+            detail(server, arg, out);
             return;
         }
         _ => {
-            // `stats detail on|off|dump` and `stats cachedump` are not supported.
+            // `stats cachedump` is not supported (`lru_crawler metadump` is).
             out.extend_from_slice(reply::ERROR);
             return;
         }
     }
     out.extend_from_slice(reply::END);
+}
+
+/// `stats detail on|off|dump` (memcached's `process_stats_detail`).
+fn detail(server: &Server, arg: Option<&[u8]>, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply;
+    match arg {
+        Some(b"on") => {
+            server.prefixes.set_enabled(true);
+            out.extend_from_slice(reply::OK);
+        }
+        Some(b"off") => {
+            server.prefixes.set_enabled(false);
+            out.extend_from_slice(reply::OK);
+        }
+        Some(b"dump") => server.prefixes.dump(out),
+        _ => out.extend_from_slice(reply::STATS_DETAIL_USAGE),
+    }
+}
+
+/// `stats sizes`: how many items there are of each size, in 32-byte steps (each
+/// size rounded up), as memcached's `item_stats_sizes`; only while enabled (`-o
+/// track_sizes`, `stats sizes_enable`). memcached keeps the histogram as items come
+/// and go; here it is counted by walking the whole store on each request, on this
+/// worker: about 0.1 s per million items (docs/operations.md, "Monitoring").
+fn sizes(server: &Server, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    if !server.tunables.track_sizes.load(Ordering::Relaxed) {
+        stat(out, "sizes_status", "disabled");
+        return;
+    }
+    // memcached's histogram has item_size_max / 32 + 1 buckets; bigger items are
+    // not counted.
+    let buckets = server.settings.item_size_max as u64 / 32 + 1;
+    let mut hist = std::collections::BTreeMap::<u64, u64>::new();
+    let mut cursor = WalkCursor::default();
+    while !cursor.is_done() {
+        server.engine.walk(&mut cursor, &mut |w| {
+            let bucket = w.size.div_ceil(32);
+            if bucket < buckets {
+                *hist.entry(bucket * 32).or_default() += 1;
+            }
+            true
+        });
+    }
+    for (size, n) in hist {
+        stat(out, &size.to_string(), n);
+    }
+}
+
+/// `stats sizes_enable` / `sizes_disable` (`item_stats_sizes_enable`/`_disable`).
+/// One difference: memcached counts only items stored after it was enabled; the
+/// histogram here always covers every item.
+fn sizes_switch(server: &Server, on: bool, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    if on && !server.settings.use_cas {
+        stat(out, "sizes_status", "error");
+        stat(out, "sizes_error", "cas_support_disabled");
+        return;
+    }
+    server.tunables.track_sizes.store(on, Ordering::Relaxed);
+    stat(out, "sizes_status", if on { "enabled" } else { "disabled" });
 }
 
 fn rusage() -> (String, String) {
@@ -135,6 +202,11 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
     stat(out, "hash_is_expanding", u8::from(es.hash_is_expanding));
+    stat(
+        out,
+        "lru_crawler_starts",
+        server.tunables.crawler_starts.load(Ordering::Relaxed),
+    );
     stat(out, "bytes", es.bytes);
     stat(out, "curr_items", es.curr_items);
     stat(out, "total_items", es.total_items);
@@ -184,7 +256,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "num_threads", s.threads);
     stat(out, "num_threads_per_udp", s.threads);
     stat(out, "stat_key_prefix", s.stat_prefix);
-    stat(out, "detail_enabled", "no");
+    stat(out, "detail_enabled", yes_no(server.prefixes.enabled()));
     stat(out, "reqs_per_event", s.reqs_per_event);
     stat(out, "cas_enabled", yes_no(s.use_cas));
     stat(out, "tcp_backlog", s.backlog);
@@ -199,8 +271,54 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     // Connections over -c are answered and closed at once: memcached's maxconns_fast.
     stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", s.hash_power);
+    // What the admin commands set (crate::tunables), in memcached's order.
+    let t = &server.tunables;
+    stat(out, "slab_reassign", "yes");
+    stat(
+        out,
+        "slab_automove",
+        t.slab_automove.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "slab_automove_ratio",
+        format!("{:.2}", t.slab_automove_ratio()),
+    );
+    stat(
+        out,
+        "lru_crawler",
+        yes_no(t.crawler.load(Ordering::Relaxed)),
+    );
+    stat(
+        out,
+        "lru_crawler_sleep",
+        t.crawler_sleep_us.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "lru_crawler_tocrawl",
+        t.crawler_tocrawl.load(Ordering::Relaxed),
+    );
     stat(out, "flush_enabled", yes_no(s.flush_enabled));
+    stat(out, "dump_enabled", yes_no(s.dump_enabled));
+    let lru = *t.lru.lock();
+    stat(out, "lru_segmented", yes_no(lru.segmented));
+    stat(out, "hot_lru_pct", lru.hot_pct);
+    stat(out, "warm_lru_pct", lru.warm_pct);
+    stat(out, "hot_max_factor", format!("{:.2}", lru.hot_max_factor));
+    stat(
+        out,
+        "warm_max_factor",
+        format!("{:.2}", lru.warm_max_factor),
+    );
+    stat(out, "temp_lru", yes_no(lru.temp_lru));
+    stat(out, "temporary_ttl", lru.temporary_ttl);
     stat(out, "idle_timeout", s.idle_timeout_secs);
+    stat(
+        out,
+        "track_sizes",
+        yes_no(t.track_sizes.load(Ordering::Relaxed)),
+    );
     // memcached prints its TLS settings with or without -Z; unset paths as glibc
     // prints a NULL `%s` ("(null)"), or memcached's "NULL".
     let t = &s.tls;
@@ -222,115 +340,148 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "engine", server.settings.engine.name());
 }
 
-/// The reference engine has no slab classes: every item is its own allocation. It
-/// is reported as memcached's class 1, whose "chunks" are the items themselves, and
-/// its single LRU as memcached's COLD queue (HOT and WARM are empty).
-fn items(server: &Server, out: &mut Vec<u8>) {
-    use memcrab_proto::text::reply::stat;
-    let es = server.engine.stats();
-    if es.curr_items == 0 {
-        return;
+/// A size class as `stats items` and `stats slabs` report it.
+///
+/// The segment engine has two: class 1 is the items in shared segments (a page is a
+/// segment, a chunk an item, `chunk_size` their mean size), class 2 the large items,
+/// each in a segment of its own. The reference engine has no classes: every item is
+/// its own allocation, reported as class 1 whose chunks are the items. Field
+/// meanings are in docs/storage.md and docs/operations.md.
+struct Class {
+    id: u8,
+    items: u64,
+    /// Bytes its items take (`mem_requested`).
+    bytes: u64,
+    /// Seconds since its oldest item was stored or used.
+    age: u32,
+    pages: u64,
+    chunks_per_page: u64,
+    free_chunks: u64,
+    /// Segment figures of class 1 (segment engine only).
+    segments: Option<memcrab_store::SegmentStats>,
+}
+
+fn classes(es: &Stats) -> Vec<Class> {
+    let sg = es.segments;
+    if sg.segment_bytes == 0 {
+        return vec![Class {
+            id: 1,
+            items: es.curr_items,
+            bytes: es.bytes,
+            age: es.oldest_item_age,
+            pages: es.curr_items,
+            chunks_per_page: 1,
+            free_chunks: 0,
+            segments: None,
+        }];
     }
-    stat(out, "items:1:number", es.curr_items);
-    stat(out, "items:1:number_hot", 0);
-    stat(out, "items:1:number_warm", 0);
-    stat(out, "items:1:number_cold", es.curr_items);
-    stat(out, "items:1:age_hot", 0);
-    stat(out, "items:1:age_warm", 0);
-    stat(out, "items:1:age", es.oldest_item_age);
-    stat(out, "items:1:mem_requested", es.bytes);
-    stat(out, "items:1:evicted", es.evictions);
-    stat(out, "items:1:evicted_nonzero", es.evicted_nonzero);
-    stat(out, "items:1:evicted_time", es.evicted_time);
-    stat(out, "items:1:outofmemory", es.outofmemory);
-    stat(out, "items:1:tailrepairs", 0);
-    stat(out, "items:1:reclaimed", es.reclaimed);
-    stat(out, "items:1:expired_unfetched", es.expired_unfetched);
-    stat(out, "items:1:evicted_unfetched", es.evicted_unfetched);
-    stat(out, "items:1:evicted_active", es.evicted_active);
-    stat(out, "items:1:crawler_reclaimed", es.crawler_reclaimed);
+    let large = sg.large_segments.min(es.curr_items);
+    let small = es.curr_items - large;
+    let large_bytes = sg.memory_bytes - sg.segments * sg.segment_bytes;
+    let in_use = (sg.segments - sg.free_segments).max(1);
+    let per_page = (small / in_use).max(1);
+    vec![
+        Class {
+            id: 1,
+            items: small,
+            bytes: es.bytes.saturating_sub(large_bytes),
+            age: sg.oldest_normal_age,
+            pages: sg.segments,
+            chunks_per_page: per_page,
+            free_chunks: sg.free_segments * per_page,
+            segments: Some(sg),
+        },
+        Class {
+            id: 2,
+            items: large,
+            bytes: large_bytes,
+            age: sg.oldest_large_age,
+            pages: sg.large_segments,
+            chunks_per_page: 1,
+            free_chunks: sg.large_segments - large,
+            segments: None,
+        },
+    ]
 }
 
-/// Slab class 1's request counters (memcached counts them per class; memcrab has
-/// one class for them all).
-fn class_1_hits(out: &mut Vec<u8>, t: &Totals) {
-    use memcrab_proto::text::reply::stat;
-    stat(out, "1:get_hits", t.get_hits);
-    stat(out, "1:cmd_set", t.cmd_set);
-    stat(out, "1:delete_hits", t.delete_hits);
-    stat(out, "1:incr_hits", t.incr_hits);
-    stat(out, "1:decr_hits", t.decr_hits);
-    stat(out, "1:cas_hits", t.cas_hits);
-    stat(out, "1:cas_badval", t.cas_badval);
-    stat(out, "1:touch_hits", t.touch_hits);
+/// `stats items`, for each class that has items. memcrab counts evictions and
+/// reclaims per engine, not per class: the first class listed carries them all and
+/// the others report zeros, so sums over classes are right.
+fn items(server: &Server, out: &mut Vec<u8>) {
+    let es = server.engine.stats();
+    let zero = Stats::default();
+    let mut counters = Some(&es);
+    for c in classes(&es).iter().filter(|c| c.items > 0) {
+        let k = counters.take().unwrap_or(&zero);
+        let mut put = |name: &str, v: u64| {
+            memcrab_proto::text::reply::stat(out, &format!("items:{}:{name}", c.id), v)
+        };
+        put("number", c.items);
+        // One queue per class, reported as memcached's COLD queue.
+        put("number_hot", 0);
+        put("number_warm", 0);
+        put("number_cold", c.items);
+        put("age_hot", 0);
+        put("age_warm", 0);
+        put("age", u64::from(c.age));
+        put("mem_requested", c.bytes);
+        put("evicted", k.evictions);
+        put("evicted_nonzero", k.evicted_nonzero);
+        put("evicted_time", u64::from(k.evicted_time));
+        put("outofmemory", k.outofmemory);
+        put("tailrepairs", 0);
+        put("reclaimed", k.reclaimed);
+        put("expired_unfetched", k.expired_unfetched);
+        put("evicted_unfetched", k.evicted_unfetched);
+        put("evicted_active", k.evicted_active);
+        put("crawler_reclaimed", k.crawler_reclaimed);
+    }
 }
 
+/// `stats slabs`, for each class that has memory. The request counters are counted
+/// per server, not per class: the first class listed carries them all and the
+/// others report zeros (memcached_exporter needs `cmd_set` in every class).
+/// `mem_requested` is in `stats items` only, as in memcached 1.6.18: an exporter
+/// that reads both must not meet it twice.
 fn slabs(server: &Server, out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     let es = server.engine.stats();
-    let t = server.totals();
-    let sg = es.segments;
-    if sg.segment_bytes != 0 {
-        // The segment engine. Class 1 is the normal segments: a page is a segment
-        // and a chunk is an item in it (chunk_size is the mean item size). Class 2
-        // is the large items, each in a segment of its own. Field meanings are in
-        // docs/storage.md.
-        let large = sg.large_segments.min(es.curr_items);
-        let small = es.curr_items - large;
-        let large_bytes = sg.memory_bytes - sg.segments * sg.segment_bytes;
-        if sg.segments > 0 {
-            let in_use = (sg.segments - sg.free_segments).max(1);
-            let per_page = (small / in_use).max(1);
-            let small_bytes = es.bytes.saturating_sub(large_bytes);
-            stat(
-                out,
-                "1:chunk_size",
-                small_bytes.checked_div(small).unwrap_or(0),
-            );
-            stat(out, "1:chunks_per_page", per_page);
-            stat(out, "1:total_pages", sg.segments);
-            stat(out, "1:total_chunks", small + sg.free_segments * per_page);
-            stat(out, "1:used_chunks", small);
-            stat(out, "1:free_chunks", sg.free_segments * per_page);
-            stat(out, "1:free_chunks_end", 0);
-            stat(out, "1:mem_requested", small_bytes);
-            class_1_hits(out, &t);
-            stat(out, "1:segment_size", sg.segment_bytes);
-            stat(out, "1:free_pages", sg.free_segments);
-            stat(out, "1:reinserted", sg.reinserted);
-            stat(out, "1:compacted", sg.compacted);
+    let mut t = Some(server.totals());
+    let classes = classes(&es);
+    let mut active = 0;
+    for c in classes.iter().filter(|c| c.pages > 0) {
+        active += 1;
+        let k = t.take().unwrap_or_default();
+        let mut put = |name: &str, v: u64| stat(out, &format!("{}:{name}", c.id), v);
+        let used = c.items;
+        put("chunk_size", c.bytes.checked_div(used).unwrap_or(0));
+        put("chunks_per_page", c.chunks_per_page);
+        put("total_pages", c.pages);
+        put("total_chunks", used + c.free_chunks);
+        put("used_chunks", used);
+        put("free_chunks", c.free_chunks);
+        put("free_chunks_end", 0);
+        put("get_hits", k.get_hits);
+        put("cmd_set", k.cmd_set);
+        put("delete_hits", k.delete_hits);
+        put("incr_hits", k.incr_hits);
+        put("decr_hits", k.decr_hits);
+        put("cas_hits", k.cas_hits);
+        put("cas_badval", k.cas_badval);
+        put("touch_hits", k.touch_hits);
+        if let Some(sg) = c.segments {
+            put("segment_size", sg.segment_bytes);
+            put("free_pages", sg.free_segments);
+            put("reinserted", sg.reinserted);
+            put("compacted", sg.compacted);
         }
-        if let Some(avg) = large_bytes.checked_div(sg.large_segments) {
-            stat(out, "2:chunk_size", avg);
-            stat(out, "2:chunks_per_page", 1);
-            stat(out, "2:total_pages", sg.large_segments);
-            stat(out, "2:total_chunks", sg.large_segments);
-            stat(out, "2:used_chunks", large);
-            stat(out, "2:free_chunks", sg.large_segments - large);
-            stat(out, "2:free_chunks_end", 0);
-            stat(out, "2:mem_requested", large_bytes);
-        }
-        stat(
-            out,
-            "active_slabs",
-            u8::from(sg.segments > 0) + u8::from(sg.large_segments > 0),
-        );
-        stat(out, "total_malloced", sg.memory_bytes);
-        return;
     }
-    if let Some(avg) = es.bytes.checked_div(es.curr_items) {
-        stat(out, "1:chunk_size", avg);
-        stat(out, "1:chunks_per_page", 1);
-        stat(out, "1:total_pages", es.curr_items);
-        stat(out, "1:total_chunks", es.curr_items);
-        stat(out, "1:used_chunks", es.curr_items);
-        stat(out, "1:free_chunks", 0);
-        stat(out, "1:free_chunks_end", 0);
-        stat(out, "1:mem_requested", es.bytes);
-        class_1_hits(out, &t);
-    }
-    stat(out, "active_slabs", u8::from(es.curr_items > 0));
-    stat(out, "total_malloced", es.bytes);
+    stat(out, "active_slabs", active);
+    let malloced = match es.segments.segment_bytes {
+        0 => es.bytes,
+        _ => es.segments.memory_bytes,
+    };
+    stat(out, "total_malloced", malloced);
 }
 
 fn conns(server: &Server, out: &mut Vec<u8>) {

@@ -41,6 +41,9 @@
 //!   `quit`, a binary NOOP or error, every `-R` requests (each counted in
 //!   `conn_yields`) and at the end of the datagram. Text replies suppressed by
 //!   `noreply` or meta quiet mode are never sent. [`Tx`] walks the same steps.
+//! - A key dump (`lru_crawler metadump`/`mgdump`) gets no reply: memcached hands the
+//!   UDP socket to its crawler thread, whose writes go nowhere; here the request is
+//!   dropped, since a dump cannot be cut into one reply's datagrams.
 //! - Replies go only to the datagram's source address. bytes_read/bytes_written
 //!   count whole datagrams, headers included.
 //!
@@ -63,6 +66,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use memcrab_proto::binary as bin;
+use memcrab_proto::text::admin::{Admin, CrawlKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
@@ -354,6 +358,13 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'
                     Kind::Get { keys: keys.count() }
                 }
                 Some((Ok(Request::Meta(Meta::Noop)), _)) => Kind::Text { is_mn: true },
+                Some((Ok(Request::Admin(Admin::Crawl { kind, .. })), consumed))
+                    if kind != CrawlKind::Crawl =>
+                {
+                    // A key dump cannot stream over datagrams: dropped unanswered.
+                    pos += consumed;
+                    continue;
+                }
                 _ => Kind::Text { is_mn: false },
             }
         };

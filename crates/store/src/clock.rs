@@ -67,7 +67,12 @@ impl Clock {
 
     /// The unix time now, as the clock sees it.
     pub fn unix_now(&self) -> i64 {
-        self.epoch_unix_secs + i64::from(self.now())
+        self.to_unix(self.now())
+    }
+
+    /// The unix time of relative time `t` (memcached's `t + process_started`).
+    pub fn to_unix(&self, t: RelTime) -> i64 {
+        self.epoch_unix_secs + i64::from(t)
     }
 
     /// Seconds since the server started (the `uptime` stat).

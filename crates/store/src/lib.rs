@@ -22,10 +22,11 @@
 //! each one's functions expect held:
 //!
 //! ```text
-//!   lib.rs          Engine, its options and results, Config, Stats, apply_delta
+//!   lib.rs          Engine, its options and results, Config, Stats, Walked, apply_delta
 //!   clock.rs        Clock, RelTime                                       none
 //!   seg/            the segment engine
 //!     mod.rs        Seg, its fields, the Engine impl (lock-free get)     none
+//!     walk.rs       walk: the key dump's lock-free index walk            none (pins itself)
 //!     ops.rs        get_exclusive, touch_copy, store/delete/delta        none (take their own)
 //!     upkeep.rs     maintain: expiry, delayed-flush sweeps; flush_all    none (take their own)
 //!     write.rs      regions, write_item, take_segment, make_room         none / arena
@@ -61,6 +62,7 @@
 //! | `md` | `delete` with `compare_cas` (C), `invalidate` + `touch` (I, T), `new_cas` (E) |
 //! | `incr`/`decr`, binary INCR/DECR (CAS ≠ 0 → `compare_cas`; expiration ≠ 0xffffffff → `vivify`) | `delta` |
 //! | `ma` | `delta` with `compare_cas` (C), `vivify` (N, J), `touch` (T), `new_cas` (E) |
+//! | `lru_crawler metadump`/`mgdump`, `stats sizes` | [`Engine::walk`], resumed until done |
 
 pub mod clock;
 pub mod reference;
@@ -393,6 +395,56 @@ pub struct SegmentStats {
     pub reinserted: u64,
     /// Mostly dead segments compacted and reused instead of growing the arena.
     pub compacted: u64,
+    /// Seconds since the oldest sealed normal segment, and the oldest large one, was
+    /// opened (`stats items`' `age` of classes 1 and 2). Exact unless over a thousand
+    /// large segments are older than the oldest normal one, or the other way round;
+    /// then a lower bound.
+    pub oldest_normal_age: u32,
+    pub oldest_large_age: u32,
+}
+
+/// One live item as [`Engine::walk`] shows it: what memcached's `lru_crawler metadump`
+/// prints of an item, and its size for `stats sizes`.
+#[derive(Clone, Copy, Debug)]
+pub struct Walked<'a> {
+    pub key: &'a [u8],
+    pub flags: u32,
+    /// 0 = never.
+    pub exptime: RelTime,
+    /// Last access, as [`Item::atime`].
+    pub atime: RelTime,
+    /// 0 when CAS is disabled (`-C`).
+    pub cas: u64,
+    /// As [`Item::fetched`].
+    pub fetched: bool,
+    /// Bytes the item takes, overhead included (what [`Stats::bytes`] adds up).
+    pub size: u64,
+    /// The item's size class as `stats slabs` reports it: 1 for items in shared
+    /// memory, 2 for items big enough to get memory of their own (the segment
+    /// engine's large items; the reference engine has class 1 only).
+    pub class: u8,
+}
+
+/// Where a walk ([`Engine::walk`]) stands. Start with `WalkCursor::default()`; the
+/// walk is over when [`WalkCursor::is_done`]. What the fields mean is the engine's
+/// business: a cursor is only ever given back to the engine that moved it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkCursor {
+    /// The part of the store the walk is in (an index partition, a shard).
+    pub(crate) part: u32,
+    /// The position inside that part.
+    pub(crate) pos: u32,
+    /// What the part looked like when `pos` was taken (engine-defined), so that a
+    /// walk resumed after the part changed shape starts the part again.
+    pub(crate) stamp: u64,
+    pub(crate) done: bool,
+}
+
+impl WalkCursor {
+    /// Whether every part of the store has been walked.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
 }
 
 /// The cache engine contract. All methods are safe to call from any thread at once.
@@ -464,6 +516,35 @@ pub trait Engine: Send + Sync {
 
     /// The clock the engine reads.
     fn clock(&self) -> &Clock;
+
+    /// Walks the live items for a key dump (`lru_crawler metadump`/`mgdump`, `stats
+    /// sizes`), from where `cursor` stands, calling `visit` with each; stops after an
+    /// item for which `visit` returns `false` (the cursor then stands after it) or
+    /// when every item has been walked ([`WalkCursor::is_done`]). A walk is a series
+    /// of such calls with the same cursor; writers run between them and during them.
+    ///
+    /// The contract, for both engines:
+    /// - `visit` only ever sees an item that was live and linked under its key when
+    ///   the walk looked at it: never one that had expired, been flushed, deleted or
+    ///   replaced by then. Nothing is unlinked or bumped by walking.
+    /// - A key whose item is neither stored, touched nor removed from the walk's first
+    ///   call to its last, and stays live, is visited exactly once, except as an
+    ///   engine documents below. A key written or removed during the walk may be
+    ///   visited or not, and at most twice (once per item it held).
+    /// - No writer waits for a walk longer than it would for one request: the walk
+    ///   holds no lock (segment engine), or one shard lock for at most a few hundred
+    ///   items at a time (reference engine).
+    /// - `visit` runs while the walk is inside the store (pinned, or holding a shard
+    ///   lock): it must not call the engine.
+    ///
+    /// The segment engine walks its hash index, partition by partition, without a
+    /// lock, as a lock-free get reads it: overwrites, touches and the engine's own
+    /// moves (eviction's reinsertion, compaction) keep a key in its slot, so every key
+    /// live throughout the walk is visited, written or not; one whose partition's
+    /// table grew while the walk was inside that partition may be visited twice. The
+    /// reference engine walks each shard's item slots in order; a store gives the
+    /// item a new slot, which may lie behind the walk.
+    fn walk(&self, cursor: &mut WalkCursor, visit: &mut dyn FnMut(&Walked<'_>) -> bool);
 
     /// Background upkeep, called about once a second by the server's ticker (frees
     /// the items of a delayed flush_all once it is due).

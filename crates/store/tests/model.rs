@@ -8,7 +8,7 @@ use memcrab_store::reference::Reference;
 use memcrab_store::seg::Seg;
 use memcrab_store::{
     apply_delta, Clock, Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, Fetch, GetOpts,
-    Mode, StoreOpts, StoreResult, Vivify,
+    Mode, StoreOpts, StoreResult, Vivify, WalkCursor,
 };
 use proptest::prelude::*;
 
@@ -54,20 +54,26 @@ struct Model {
 }
 
 impl Model {
+    /// Why an item is dead now, or None when it is live.
+    fn dead(&self, it: &Item) -> Option<Fetch> {
+        if it.flushed
+            || (self.oldest_live != 0
+                && self.oldest_live <= self.now
+                && it.time <= self.oldest_live)
+        {
+            Some(Fetch::Flushed)
+        } else if it.exptime != 0 && it.exptime <= self.now {
+            Some(Fetch::Expired)
+        } else {
+            None
+        }
+    }
+
     /// Finds a live item, dropping a dead one and saying why it was dead.
     fn lookup(&mut self, key: &[u8]) -> Result<&mut Item, Fetch> {
         let why = match self.map.get(key) {
             None => return Err(Fetch::Miss),
-            Some(it) if it.flushed => Some(Fetch::Flushed),
-            Some(it)
-                if self.oldest_live != 0
-                    && self.oldest_live <= self.now
-                    && it.time <= self.oldest_live =>
-            {
-                Some(Fetch::Flushed)
-            }
-            Some(it) if it.exptime != 0 && it.exptime <= self.now => Some(Fetch::Expired),
-            Some(_) => None,
+            Some(it) => self.dead(it),
         };
         if let Some(why) = why {
             self.map.remove(key);
@@ -588,6 +594,40 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
             }
         }
     }
+    check_walk(engine.as_ref(), &m)
+}
+
+/// A walk, resumed after every item, shows exactly the model's live items, each
+/// once, as they are (and changes nothing: the model is not touched).
+fn check_walk(engine: &dyn Engine, m: &Model) -> Result<(), TestCaseError> {
+    type Shown = (Vec<u8>, u32, u32, u64, u32, bool);
+    let mut shown: Vec<Shown> = Vec::new();
+    let mut cursor = WalkCursor::default();
+    let mut calls = 0;
+    while !cursor.is_done() {
+        calls += 1;
+        prop_assert!(calls < 10_000, "the walk does not end");
+        engine.walk(&mut cursor, &mut |w| {
+            shown.push((
+                w.key.to_vec(),
+                w.flags,
+                w.exptime,
+                w.cas,
+                w.atime,
+                w.fetched,
+            ));
+            false
+        });
+    }
+    shown.sort();
+    let mut want: Vec<Shown> = m
+        .map
+        .iter()
+        .filter(|(_, it)| m.dead(it).is_none())
+        .map(|(k, it)| (k.clone(), it.flags, it.exptime, it.cas, it.time, it.fetched))
+        .collect();
+    want.sort();
+    prop_assert_eq!(shown, want);
     Ok(())
 }
 

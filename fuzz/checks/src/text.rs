@@ -192,7 +192,8 @@ fn check_request(req: &Request<'_>, cfg: &Config) {
         | Request::Quit
         | Request::Shutdown { .. }
         | Request::CacheMemlimit { .. }
-        | Request::RefreshCerts { .. } => {}
+        | Request::RefreshCerts { .. }
+        | Request::Admin(_) => {}
     }
 }
 
@@ -302,11 +303,13 @@ fn round_trip(req: &Request<'_>, cfg: &Config) {
                 return;
             }
         }
-        // No client encoder for these (shutdown and refresh_certs are admin
-        // commands; a too-large value is not something a client means to send).
-        Request::Shutdown { .. } | Request::TooLarge { .. } | Request::RefreshCerts { .. } => {
-            return
-        }
+        // No client encoder for these (shutdown, refresh_certs and the
+        // `lru_crawler`/`slabs`/`lru` commands are admin commands; a too-large value
+        // is not something a client means to send).
+        Request::Shutdown { .. }
+        | Request::Admin(_)
+        | Request::TooLarge { .. }
+        | Request::RefreshCerts { .. } => return,
     }
     let Some((back, used)) = text::parse(&out, cfg) else {
         panic!("re-encoded {req:?} is incomplete: {out:?}");

@@ -22,9 +22,11 @@
 //! imports the tokenizer, `Config`, the request types and [`meta`]; none of them
 //! imports it back.
 
-use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use crate::num::{safe_strtod, safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use admin::{Admin, Classes, CrawlKind, Float};
 use token::{Found, Tokens};
 
+pub mod admin;
 pub mod client;
 mod config;
 pub mod meta;
@@ -122,12 +124,15 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
             let noreply = t.noreply();
             match safe_strtoul(t.get(1)) {
                 Ok(megabytes) => Ok(Request::CacheMemlimit { megabytes, noreply }),
-                Err(NotANumber) => Err(Error::MemlimitNotNumber { noreply }),
+                Err(NotANumber) => Err(Error::Rejected { noreply }),
             }
         }),
         b"refresh_certs" => Done(Ok(Request::RefreshCerts {
             noreply: t.noreply(),
         })),
+        b"lru_crawler" => Done(lru_crawler(t)),
+        b"slabs" => Done(slabs(t)),
+        b"lru" => want(nt >= 3, &|| lru(t)),
         // Meta commands are all two bytes long and start with `m`.
         _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, t, after, cfg) {
             meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
@@ -295,6 +300,99 @@ fn flush_all<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
         }
     }
     Ok(Request::FlushAll { delay, noreply })
+}
+
+/// `process_lru_crawler_command`. No `noreply` here: memcached never looks for it.
+fn lru_crawler<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
+    let number =
+        |tok: &[u8]| safe_strtoul(tok).map_err(|NotANumber| Error::BadFormat { noreply: false });
+    let crawl = |kind| Admin::Crawl {
+        kind,
+        classes: Classes::parse(t.get(2)),
+    };
+    let admin = match (t.ntokens(), t.get(1)) {
+        (4, b"crawl") => crawl(CrawlKind::Crawl),
+        (4, b"metadump") => crawl(CrawlKind::Metadump),
+        (4, b"mgdump") => crawl(CrawlKind::Mgdump),
+        (4, b"tocrawl") => Admin::CrawlerTocrawl(number(t.get(2))?),
+        (4, b"sleep") => Admin::CrawlerSleep(number(t.get(2))?),
+        (3, b"enable") => Admin::CrawlerEnable(true),
+        (3, b"disable") => Admin::CrawlerEnable(false),
+        _ => return Err(Error::UnknownCommand),
+    };
+    Ok(Request::Admin(admin))
+}
+
+/// `process_slabs_command` and `process_slabs_automove_command`. Only `automove`
+/// honours `noreply`.
+fn slabs<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
+    let nt = t.ntokens();
+    let admin = if nt == 5 && t.get(1) == b"reassign" {
+        match (safe_strtol(t.get(2)), safe_strtol(t.get(3))) {
+            (Ok(src), Ok(dst)) => Admin::SlabsReassign { src, dst },
+            _ => return Err(Error::BadFormat { noreply: false }),
+        }
+    } else if nt >= 4 && t.get(1) == b"automove" {
+        let noreply = t.noreply();
+        if t.get(2) == b"ratio" {
+            match safe_strtod(t.get(3)) {
+                Ok(r) if nt >= 5 => Admin::SlabsAutomoveRatio {
+                    ratio: Float(r),
+                    noreply,
+                },
+                _ => return Err(Error::Rejected { noreply }),
+            }
+        } else {
+            match safe_strtoul(t.get(2)) {
+                Ok(level) => Admin::SlabsAutomove { level, noreply },
+                Err(NotANumber) => return Err(Error::BadFormat { noreply }),
+            }
+        }
+    } else {
+        return Err(Error::UnknownCommand);
+    };
+    Ok(Request::Admin(admin))
+}
+
+/// `process_lru_command`: every reply, errors included, honours `noreply`.
+fn lru<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
+    let nt = t.ntokens();
+    let noreply = t.noreply();
+    let rejected = Error::Rejected { noreply };
+    let admin = match t.get(1) {
+        b"tune" if nt >= 7 => match (
+            safe_strtoul(t.get(2)),
+            safe_strtoul(t.get(3)),
+            safe_strtod(t.get(4)),
+            safe_strtod(t.get(5)),
+        ) {
+            (Ok(hot_pct), Ok(warm_pct), Ok(hot), Ok(warm)) => Admin::LruTune {
+                hot_pct,
+                warm_pct,
+                hot_factor: Float(hot),
+                warm_factor: Float(warm),
+                noreply,
+            },
+            _ => return Err(rejected),
+        },
+        b"mode" if nt >= 4 => match t.get(2) {
+            b"flat" => Admin::LruMode {
+                segmented: false,
+                noreply,
+            },
+            b"segmented" => Admin::LruMode {
+                segmented: true,
+                noreply,
+            },
+            _ => return Err(rejected),
+        },
+        b"temp_ttl" if nt >= 4 => match safe_strtol(t.get(2)) {
+            Ok(ttl) => Admin::LruTempTtl { ttl, noreply },
+            Err(NotANumber) => return Err(rejected),
+        },
+        _ => return Err(rejected),
+    };
+    Ok(Request::Admin(admin))
 }
 
 fn shutdown_mode(t: &Tokens<'_>) -> ShutdownMode {

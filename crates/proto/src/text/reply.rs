@@ -24,6 +24,26 @@ pub const MEMLIMIT_NOT_MEGABYTES: &[u8] =
 pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
 pub const STATS_DETAIL_USAGE: &[u8] = b"CLIENT_ERROR usage: stats detail on|off|dump\r\n";
 
+// `lru_crawler` (`process_lru_crawler_command`).
+pub const BADCLASS: &[u8] = b"BADCLASS invalid class id\r\n";
+pub const CRAWLER_NOT_STARTED: &[u8] = b"NOTSTARTED no items to crawl\r\n";
+pub const CRAWLER_DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
+pub const CRAWLER_ERROR: &[u8] = b"ERROR an unknown error happened\r\n";
+pub const CRAWLER_ENABLE_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
+pub const CRAWLER_SLEEP_TOO_LONG: &[u8] = b"CLIENT_ERROR sleep must be one second or less\r\n";
+pub const METADUMP_NOT_ALLOWED: &[u8] = b"ERROR metadump not allowed\r\n";
+/// `-X` refusing `lru_crawler mgdump` (memcached 1.6.19).
+pub const KEY_DUMP_NOT_ALLOWED: &[u8] = b"ERROR key dump not allowed\r\n";
+
+// `slabs reassign` (`process_slabs_command`).
+pub const REASSIGN_SAME: &[u8] = b"SAME src and dst class are identical\r\n";
+pub const REASSIGN_BADCLASS: &[u8] = b"BADCLASS invalid src or dst class id\r\n";
+
+// `lru tune` (`process_lru_command`).
+pub const LRU_PCTS_TOO_HIGH: &[u8] = b"ERROR hot and warm pcts must not exceed 80\r\n";
+pub const LRU_FACTORS_NOT_POSITIVE: &[u8] =
+    b"ERROR hot/warm age factors must be greater than 0\r\n";
+
 /// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n` (`make_ascii_get_suffix`).
 pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
     let mut b = itoa::Buffer::new();
@@ -55,4 +75,67 @@ pub fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
     use std::io::Write;
     // Stats are not on the hot path; `write!` keeps every value type simple.
     let _ = write!(out, "STAT {name} {value}\r\n");
+}
+
+/// One `lru_crawler metadump` line (`crawler_metadump_eval`): `key=<key> exp=<exptime>
+/// la=<last access> cas=<cas> fetch=yes|no cls=<class> size=<bytes>` and a bare `\n`,
+/// as memcached ends these lines (only the final `END` has `\r\n`). The key is
+/// URI-encoded; `exp` is -1 for an item that never expires, else a unix time, as is
+/// `la`.
+#[allow(clippy::too_many_arguments)]
+pub fn metadump_line(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    exp: i64,
+    la: i64,
+    cas: u64,
+    fetched: bool,
+    class: u8,
+    size: u64,
+) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b"key=");
+    uriencode(out, key);
+    out.extend_from_slice(b" exp=");
+    out.extend_from_slice(b.format(exp).as_bytes());
+    out.extend_from_slice(b" la=");
+    out.extend_from_slice(b.format(la).as_bytes());
+    out.extend_from_slice(b" cas=");
+    out.extend_from_slice(b.format(cas).as_bytes());
+    out.extend_from_slice(if fetched { b" fetch=yes" } else { b" fetch=no" });
+    out.extend_from_slice(b" cls=");
+    out.extend_from_slice(b.format(class).as_bytes());
+    out.extend_from_slice(b" size=");
+    out.extend_from_slice(b.format(size).as_bytes());
+    out.push(b'\n');
+}
+
+/// memcached's `uriencode`: letters, digits and `-._~` as they are, every other byte
+/// as `%XX` (upper-case hex).
+pub fn uriencode(out: &mut Vec<u8>, src: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &c in src {
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+            out.push(c);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadump_lines() {
+        let mut out = Vec::new();
+        metadump_line(&mut out, b"a b%/~", -1, 1700000000, 7, false, 1, 61);
+        metadump_line(&mut out, b"k", 1700000100, 1700000000, 8, true, 2, 300069);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "key=a%20b%25%2F~ exp=-1 la=1700000000 cas=7 fetch=no cls=1 size=61\n\
+             key=k exp=1700000100 la=1700000000 cas=8 fetch=yes cls=2 size=300069\n"
+        );
+    }
 }

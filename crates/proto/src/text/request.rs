@@ -1,7 +1,9 @@
 //! What the text parser returns: [`Request`]s, the [`Error`]s memcached rejects a line
 //! with, and the [`Action`] each error asks of the connection. Imports only
-//! [`super::meta`] (a meta request is a [`Request::Meta`]).
+//! [`super::meta`] (a meta request is a [`Request::Meta`]) and [`super::admin`] (an
+//! admin request is a [`Request::Admin`]).
 
+use super::admin::Admin;
 use super::meta::Meta;
 
 /// The storage commands (protocol.txt "Storage commands").
@@ -93,6 +95,8 @@ pub enum Request<'a> {
     RefreshCerts {
         noreply: bool,
     },
+    /// An admin command (`lru_crawler`, `slabs`, `lru`), see [`super::admin`].
+    Admin(Admin),
 }
 
 /// The argument of `shutdown`.
@@ -121,8 +125,9 @@ pub enum Error {
     /// declared length plus two bytes were consumed; what follows is parsed as the next
     /// command, as in memcached.
     BadDataChunk { noreply: bool },
-    /// `cache_memlimit` with a non-number: memcached answers a plain `ERROR`.
-    MemlimitNotNumber { noreply: bool },
+    /// A plain `ERROR` that `noreply` silences: a bad argument to `cache_memlimit`,
+    /// `slabs automove`, or `lru` (whose every reply honours `noreply`).
+    Rejected { noreply: bool },
     /// Over [`LINE_MAX_NO_NEWLINE`](super::LINE_MAX_NO_NEWLINE) bytes without a newline
     /// and not a get: close.
     LineTooLong,
@@ -156,7 +161,7 @@ impl Error {
                 (b"CLIENT_ERROR invalid numeric delta argument\r\n", noreply)
             }
             Error::BadDataChunk { noreply } => (b"CLIENT_ERROR bad data chunk\r\n", noreply),
-            Error::MemlimitNotNumber { noreply } => (b"ERROR\r\n", noreply),
+            Error::Rejected { noreply } => (b"ERROR\r\n", noreply),
             Error::LineTooLong | Error::Http => return Action::Close,
         };
         Action::Reply(if noreply { None } else { Some(reply) })

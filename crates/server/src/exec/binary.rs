@@ -16,6 +16,7 @@ use memcrab_store::{
 
 use super::{count_fetch, count_store, Ctx, Flow};
 use crate::auth;
+use crate::prefix::Op;
 use crate::server::VERSION;
 
 /// A connection's SASL state.
@@ -55,6 +56,7 @@ pub fn with_value_len<'a>(
                 return Ok((req, value_len));
             }
             cx.counters.store_too_large.incr();
+            cx.server.prefixes.record(key, Op::Set);
             if kind == StoreKind::Set {
                 // A failed set must not leave the old value readable.
                 cx.engine.delete(key, &DeleteOpts::default());
@@ -108,7 +110,9 @@ pub fn execute(
                 false
             });
             count_fetch(c, touch.is_some(), found);
-            if !found.is_hit() && !quiet {
+            let hit = found.is_hit();
+            cx.server.prefixes.record(key, Op::Get { hit });
+            if !hit && !quiet {
                 if with_key {
                     bin::miss_with_key(out, h, key);
                 } else {
@@ -145,6 +149,7 @@ pub fn execute(
                 StoreKind::Add => (Mode::Add, StoreOpts::default()),
                 StoreKind::Replace => (Mode::Replace, StoreOpts::default()),
             };
+            cx.server.prefixes.record(key, Op::Set);
             let exptime = clock.realtime(i64::from(exptime));
             let r = cx.engine.store(mode, key, flags, exptime, value, &opts);
             count_store(c, matches!(mode, Mode::Cas(_)), r);
@@ -175,6 +180,7 @@ pub fn execute(
             Flow::Next
         }
         Request::Delete { key, quiet, cas } => {
+            cx.server.prefixes.record(key, Op::Delete);
             let opts = DeleteOpts {
                 compare_cas: (cas != 0).then_some(cas),
                 ..DeleteOpts::default()

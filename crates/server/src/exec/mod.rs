@@ -2,22 +2,25 @@
 //! calls, counter updates and reply bytes, with memcached's replies.
 //!
 //! ```text
-//!   exec/mod.rs   Ctx, Flow, and the one place that counts fetches and stores
-//!      ▲    ▲    ▲
-//!      │    │    └── binary.rs  binary packets (proto_bin.c), SASL
-//!      │    └─────── meta.rs    mg ms md ma mn me (proto_text.c's process_m*)
-//!      └──────────── text.rs    classic text commands; hands meta to meta.rs
+//!   exec/mod.rs   Ctx, Flow, Resume, and the one place that counts fetches and stores
+//!      ▲    ▲    ▲    ▲
+//!      │    │    │    └── admin.rs   lru_crawler (crawls, key dumps), slabs, lru
+//!      │    │    └─────── binary.rs  binary packets (proto_bin.c), SASL
+//!      │    └──────────── meta.rs    mg ms md ma mn me (proto_text.c's process_m*)
+//!      └───────────────── text.rs    classic text commands; hands meta to meta.rs and
+//!                                    admin commands to admin.rs
 //! ```
 //!
 //! Executors know nothing of connections: they read a request and append to an
 //! output buffer. The request step (`crate::request`) feeds them, and the transports
 //! (`conn.rs`, `udp.rs`) feed the request step.
 
+pub mod admin;
 pub mod binary;
 pub mod meta;
 pub mod text;
 
-use memcrab_store::{Engine, Fetch, StoreResult};
+use memcrab_store::{Engine, Fetch, StoreResult, WalkCursor};
 
 use crate::counters::Counters;
 use crate::server::Server;
@@ -46,9 +49,20 @@ pub enum Flow {
     Hangup,
     /// Close now, without sending anything more (`shutdown`, a bad binary magic).
     Close,
-    /// A multi-get stopped because the output buffer is full; run the same request
-    /// again later. The request step keeps how many keys are done.
+    /// A multi-get or a key dump paused (the output buffer is full, or a dump did its
+    /// share of the walk for this turn); run the same request again later. The
+    /// request step keeps how far it got ([`Resume`]).
     Suspend,
+}
+
+/// How far a suspended request got ([`Flow::Suspend`]), kept by the request step
+/// until the same request runs again; back to the default when it completes.
+#[derive(Debug, Default)]
+pub struct Resume {
+    /// Keys of a multi-get already answered.
+    pub keys: usize,
+    /// Where a key dump's walk of the store stands (`lru_crawler metadump`/`mgdump`).
+    pub walk: Option<WalkCursor>,
 }
 
 /// Counts one lookup, for every protocol alike, as memcached does: `get_expired` or

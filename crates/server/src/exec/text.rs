@@ -1,13 +1,15 @@
 //! Classic text-protocol requests against the store (`proto_text.c`'s
 //! `process_*_command`), with memcached's replies. Meta requests, which arrive
-//! through the same parser, go to [`super::meta`].
+//! through the same parser, go to [`super::meta`]; admin requests (`lru_crawler`,
+//! `slabs`, `lru`) to [`super::admin`].
 
 use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult,
 };
 
-use super::{count_fetch, count_store, Ctx, Flow};
+use super::{count_fetch, count_store, Ctx, Flow, Resume};
+use crate::prefix::Op;
 use crate::server::VERSION;
 
 /// How many keys ahead a multiget prefetches index buckets, and items.
@@ -15,12 +17,12 @@ const PREFETCH_INDEX_AHEAD: usize = 8;
 const PREFETCH_ITEM_AHEAD: usize = 4;
 
 /// Executes one request, appending its reply to `out`. `resume` carries a suspended
-/// multi-get's progress between calls; `out_limit` is where a multi-get pauses.
+/// multi-get's or key dump's progress between calls; `out_limit` is where they pause.
 pub fn execute(
     req: Request<'_>,
     cx: &Ctx<'_>,
     out: &mut Vec<u8>,
-    resume: &mut usize,
+    resume: &mut Resume,
     out_limit: usize,
 ) -> Flow {
     let c = cx.counters;
@@ -39,15 +41,15 @@ pub fn execute(
             // Multigets: start loading later keys' index buckets, then their items,
             // so the cache misses of many keys overlap instead of adding up.
             // The key being looked up next gains nothing: only later ones are hinted.
-            let mut ahead_index = keys.clone().skip(*resume + 1);
-            let mut ahead_item = keys.clone().skip(*resume + 1);
+            let mut ahead_index = keys.clone().skip(resume.keys + 1);
+            let mut ahead_item = keys.clone().skip(resume.keys + 1);
             for k in ahead_index.by_ref().take(PREFETCH_INDEX_AHEAD) {
                 cx.engine.prefetch_index(k);
             }
             for k in ahead_item.by_ref().take(PREFETCH_ITEM_AHEAD) {
                 cx.engine.prefetch_item(k);
             }
-            for (i, key) in keys.enumerate().skip(*resume) {
+            for (i, key) in keys.enumerate().skip(resume.keys) {
                 if let Some(k) = ahead_index.next() {
                     cx.engine.prefetch_index(k);
                 }
@@ -55,15 +57,15 @@ pub fn execute(
                     cx.engine.prefetch_item(k);
                 }
                 // Pause between keys (never after the last, so END always follows).
-                if i > *resume && out.len() > out_limit {
-                    *resume = i;
+                if i > resume.keys && out.len() > out_limit {
+                    resume.keys = i;
                     return Flow::Suspend;
                 }
                 if key.len() > KEY_MAX_LEN {
                     // memcached drops what this get produced so far and reports the error.
                     out.truncate(start);
                     out.extend_from_slice(reply::BAD_FORMAT);
-                    *resume = 0;
+                    resume.keys = 0;
                     return Flow::Next;
                 }
                 let found = cx.engine.get(key, &opts, &mut |it| {
@@ -71,8 +73,10 @@ pub fn execute(
                     false
                 });
                 count_fetch(c, touch.is_some(), found);
+                let hit = found.is_hit();
+                cx.server.prefixes.record(key, Op::Get { hit });
             }
-            *resume = 0;
+            resume.keys = 0;
             out.extend_from_slice(reply::END);
             Flow::Next
         }
@@ -93,6 +97,7 @@ pub fn execute(
                 StoreCmd::Prepend => Mode::Prepend,
                 StoreCmd::Cas => Mode::Cas(cas_unique),
             };
+            cx.server.prefixes.record(key, Op::Set);
             let exptime = cx.engine.clock().realtime(i64::from(exptime));
             let r = cx
                 .engine
@@ -115,6 +120,7 @@ pub fn execute(
             noreply,
         } => {
             c.store_too_large.incr();
+            cx.server.prefixes.record(key, Op::Set);
             if cmd == StoreCmd::Set {
                 // memcached: a failed set must not leave the old value readable.
                 cx.engine.delete(key, &DeleteOpts::default());
@@ -123,6 +129,7 @@ pub fn execute(
             Flow::Swallow(swallow)
         }
         Request::Delete { key, noreply } => {
+            cx.server.prefixes.record(key, Op::Delete);
             let r = if cx.engine.delete(key, &DeleteOpts::default()) == DeleteResult::Deleted {
                 c.delete_hits.incr();
                 reply::DELETED
@@ -203,6 +210,7 @@ pub fn execute(
             Flow::Next
         }
         Request::Meta(m) => super::meta::execute(m, cx, out),
+        Request::Admin(a) => super::admin::execute(a, cx, out, &mut resume.walk, out_limit),
         Request::Quit => Flow::Quit,
         Request::Shutdown { mode } => {
             if !cx.server.settings.shutdown_command {

@@ -52,6 +52,10 @@ pub struct Settings {
     pub reqs_per_event: usize,
     pub shutdown_command: bool,
     pub flush_enabled: bool,
+    /// `false` with `-X`: key dumps (`lru_crawler metadump`/`mgdump`) are refused.
+    pub dump_enabled: bool,
+    /// `-o track_sizes`: `stats sizes` is enabled from the start.
+    pub track_sizes: bool,
     pub verbose: u32,
     pub lock_memory: bool,
     /// `-d`: fork into the background (service.rs).
@@ -126,6 +130,8 @@ impl Default for Settings {
             reqs_per_event: 20,
             shutdown_command: false,
             flush_enabled: true,
+            dump_enabled: true,
+            track_sizes: false,
             verbose: 0,
             lock_memory: false,
             daemonize: false,
@@ -200,7 +206,6 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "worker_logbuf_size",
     "slab_sizes",
     "slab_chunk_max",
-    "track_sizes",
     "no_inline_ascii_resp",
     "inline_ascii_resp",
     "modern",
@@ -343,7 +348,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             'd' => s.daemonize = true,
             'r' => s.enable_coredumps = true,
             'u' => s.user = Some(v),
-            'L' | 'X' | 'W' => {}
+            'L' | 'W' => {}
+            'X' => s.dump_enabled = false,
             'm' => {
                 // memcached accepts a k/m/g suffix on -m; a plain number is megabytes.
                 let t = v.trim();
@@ -534,6 +540,7 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 }
                 s.hash_power = hp;
             }
+            "track_sizes" => s.track_sizes = true,
             "engine" => match value {
                 Some("seg") => s.engine = EngineKind::Seg,
                 Some("reference") => s.engine = EngineKind::Reference,
@@ -585,7 +592,7 @@ pub fn usage() -> String {
 -f, --slab-growth-factor  accepted for compatibility; memcrab has no slab classes
 -n, --slab-min-size       accepted for compatibility; memcrab has no slab classes
 -L, --enable-largepages   accepted for compatibility; no effect
--D <char>                 stats prefix delimiter (accepted; stats detail is not supported)
+-D <char>                 stats prefix delimiter for `stats detail` (default: ':')
 -t, --threads=<num>       worker threads (default: 4; at most the usable CPUs run)
 -R, --max-reqs-per-event  requests served per connection per event (default: 20)
 -C, --disable-cas         disable use of CAS
@@ -596,12 +603,13 @@ pub fn usage() -> String {
                           from the file named by $MEMCACHED_SASL_PWDB (user:password)
 -Y, --auth-file=<file>    ASCII protocol authentication; file of user:password lines
 -F, --disable-flush-all   disable flush_all
--X, --disable-dumping     accepted for compatibility
+-X, --disable-dumping     refuse key dumps (lru_crawler metadump and mgdump)
 -W, --disable-watch       accepted for compatibility
 -A, --enable-shutdown     enable the shutdown command
 -o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
-                          engine=seg|reference (default seg); memcached's slab/LRU/crawler tuning
-                          options are accepted and ignored
+                          engine=seg|reference (default seg), track_sizes (enables
+                          `stats sizes`); memcached's slab/LRU/crawler tuning options are
+                          accepted and ignored
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
@@ -670,6 +678,11 @@ mod tests {
             (s.item_size_max, s.idle_timeout_secs, s.hash_power),
             (2 << 20, 5, 20)
         );
+        assert!(s.dump_enabled && !s.track_sizes);
+        let s = run(&["-X", "-o", "track_sizes"]).expect("ok");
+        assert!(!s.dump_enabled && s.track_sizes);
+        let s = run(&["--disable-dumping"]).expect("ok");
+        assert!(!s.dump_enabled);
     }
 
     #[test]

@@ -39,7 +39,7 @@ use parking_lot::Mutex;
 use crate::clock::{Clock, RelTime};
 use crate::{
     apply_delta, memcached_item_bytes, Config, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts,
-    Engine, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify,
+    Engine, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify, WalkCursor, Walked,
 };
 
 use shard::{make_data, Counters, Epoch, Shard, NIL, SHARDS};
@@ -49,6 +49,9 @@ pub use shard::ITEM_OVERHEAD_BYTES;
 mod shard;
 #[cfg(test)]
 mod tests;
+
+/// Slots a walk examines per hold of a shard lock.
+const WALK_SLOTS_PER_LOCK: usize = 256;
 
 /// Largest growth of a counter by incr: 20 digits.
 const DELTA_MAX_GROWTH_BYTES: u64 = 20;
@@ -638,6 +641,34 @@ impl Engine for Reference {
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// One shard at a time, at most [`WALK_SLOTS_PER_LOCK`] slots per hold of its
+    /// lock. A slot keeps its item until the item is removed or replaced, so only
+    /// keys written during the walk can be missed (their new slot lay behind it).
+    fn walk(&self, cursor: &mut WalkCursor, visit: &mut dyn FnMut(&Walked<'_>) -> bool) {
+        while !cursor.done {
+            let Some(shard) = self.shards.get(cursor.part as usize) else {
+                cursor.done = true;
+                return;
+            };
+            let sh = shard.lock();
+            let (next, stopped) = sh.walk(
+                cursor.pos,
+                WALK_SLOTS_PER_LOCK,
+                self.epoch(),
+                self.use_cas,
+                visit,
+            );
+            cursor.pos = next;
+            if stopped {
+                return;
+            }
+            if sh.walked_past(next) {
+                cursor.part += 1;
+                cursor.pos = 0;
+            }
+        }
     }
 
     fn maintain(&self) {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hashbrown::HashTable;
 
 use crate::clock::RelTime;
-use crate::Fetch;
+use crate::{Fetch, Walked};
 
 /// Shards: enough that 4–16 workers rarely meet on one lock.
 pub const SHARDS: usize = 64;
@@ -154,6 +154,45 @@ impl Shard {
             return Life::Expired;
         }
         Life::Live
+    }
+
+    /// A walk's step ([`crate::Engine::walk`]): shows `visit` the live items of slots
+    /// `from..`, examining at most `max` slots. Returns the slot to go on from and
+    /// whether `visit` asked to stop (after the item of the slot before it).
+    pub fn walk(
+        &self,
+        from: u32,
+        max: usize,
+        e: Epoch,
+        use_cas: bool,
+        visit: &mut dyn FnMut(&Walked<'_>) -> bool,
+    ) -> (u32, bool) {
+        let end = self.slots.len().min(from as usize + max);
+        for i in from as usize..end {
+            let s = &self.slots[i];
+            if s.data.is_empty() || self.life(i as u32, e) != Life::Live {
+                continue;
+            }
+            let item = Walked {
+                key: s.key(),
+                flags: s.flags,
+                exptime: s.exptime,
+                atime: s.time,
+                cas: if use_cas { s.cas } else { 0 },
+                fetched: s.fetched,
+                size: s.charge(),
+                class: 1,
+            };
+            if !visit(&item) {
+                return (i as u32 + 1, true);
+            }
+        }
+        (end as u32, false)
+    }
+
+    /// Whether a walk at slot `pos` has passed the last slot.
+    pub fn walked_past(&self, pos: u32) -> bool {
+        pos as usize >= self.slots.len()
     }
 
     /// Finds a live item; a dead one found on the way is removed.

@@ -22,6 +22,9 @@ use super::segments::{alloc_segment, free_segment, Descs};
 use crate::clock::RelTime;
 use crate::SegmentStats;
 
+/// Sealed segments `stats` looks through for the oldest of each kind.
+const AGE_SCAN_MAX: usize = 1024;
+
 /// An open segment being filled.
 #[derive(Clone, Copy)]
 pub struct Active {
@@ -230,13 +233,32 @@ impl Arena {
     /// The age of the oldest sealed segment at `now`, and the segment figures of
     /// `stats` (without the counters, which the engine keeps).
     pub fn stats(&self, descs: &Descs, now: RelTime) -> (u32, SegmentStats) {
-        let oldest = [self.fifo.small.front(), self.fifo.main.front()]
+        let age = |id: &u32| now.saturating_sub(descs.get(*id).opened.load(Ordering::Relaxed));
+        let normal = |id: &u32| descs.get(*id).cap.load(Ordering::Relaxed) == self.seg_size;
+        // Each queue is oldest first; large segments are only in the small queue, so
+        // its first normal and first large segment are the oldest of their kind. The
+        // search is bounded (this runs under the arena lock): past the bound, the age
+        // of the last segment looked at stands in, a lower bound.
+        let (main, small) = (&self.fifo.main, &self.fifo.small);
+        let first = |want_normal: bool| {
+            let found = small
+                .iter()
+                .take(AGE_SCAN_MAX)
+                .find(|id| normal(id) == want_normal);
+            found.or_else(|| small.get(AGE_SCAN_MAX))
+        };
+        let oldest_normal_age = [main.front(), first(true)]
             .into_iter()
             .flatten()
-            .map(|&id| now.saturating_sub(descs.get(id).opened.load(Ordering::Relaxed)))
+            .map(age)
             .max()
             .unwrap_or(0);
-        let normal = |id: &u32| descs.get(*id).cap.load(Ordering::Relaxed) == self.seg_size;
+        let oldest_large_age = if self.large_count > 0 {
+            first(false).map_or(0, age)
+        } else {
+            0
+        };
+        let oldest = oldest_normal_age.max(oldest_large_age);
         let normal_count = (self.used - self.large_used) / u64::from(self.seg_size);
         let segments = SegmentStats {
             segment_bytes: u64::from(self.seg_size),
@@ -247,6 +269,8 @@ impl Arena {
                 as u64,
             large_segments: self.large_count,
             memory_bytes: self.used,
+            oldest_normal_age,
+            oldest_large_age,
             ..SegmentStats::default()
         };
         (oldest, segments)

@@ -22,10 +22,11 @@
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
 //!
-//! Locks: a partition lock, the only lock here. [`Index::find`], [`Index::peek`]
-//! and [`Index::prefetch`] take none: they take an [`epoch::Guard`] (the caller is
-//! pinned). [`Index::lock`] takes a partition's lock and returns it as a
-//! [`Locked`], whose methods run under it (the guard proves it). `counts`, `size`
+//! Locks: a partition lock, the only lock here. [`Index::find`], [`Index::peek`],
+//! [`Index::prefetch`] and [`Index::table_of`] (a key dump's walk) take none: they
+//! take an [`epoch::Guard`] (the caller is pinned). [`Index::lock`] takes a
+//! partition's lock and returns it as a [`Locked`], whose methods run under it (the
+//! guard proves it). `counts`, `size`
 //! and `reset_total_items` take each partition's lock in turn, so they must be
 //! called with none held. `collect` takes only the retired-table list's own lock.
 //!
@@ -148,6 +149,19 @@ impl Table<'_> {
         self.buckets.len()
     }
 
+    /// How many slots the table has (numbered bucket × 8 + slot).
+    pub fn slot_count(&self) -> usize {
+        self.buckets.len() * SLOTS_PER_BUCKET
+    }
+
+    /// Where slot number `i` points, if it is occupied (Acquire, as [`Index::find`]
+    /// loads slots).
+    pub fn slot(&self, i: usize) -> Option<Loc> {
+        let v = self.buckets.get(i / SLOTS_PER_BUCKET)?.slots[i % SLOTS_PER_BUCKET]
+            .load(Ordering::Acquire);
+        (v != 0).then(|| decode(v))
+    }
+
     fn free_slot(&self, b: usize) -> Option<usize> {
         self.buckets[b]
             .slots
@@ -242,6 +256,24 @@ impl Index {
     unsafe fn table(&self, h: u64) -> Table<'_> {
         // SAFETY: per the contract the table is not freed meanwhile.
         unsafe { unpack(self.tables[Self::part(h)].load(Ordering::Acquire)) }
+    }
+
+    /// Partition `p`'s current table, packed: compare two of these to learn whether
+    /// the table was replaced in between (see [`Index::table_of`]).
+    pub fn table_word(&self, p: usize) -> u64 {
+        self.tables[p].load(Ordering::Acquire)
+    }
+
+    /// The table a word from [`Index::table_word`] names, for a lock-free walk of
+    /// its slots.
+    ///
+    /// # Safety
+    /// The caller is pinned, loaded `word` while pinned, and does not keep the table
+    /// past its pin (a replaced table is freed once no reader pinned before its
+    /// retirement remains).
+    pub unsafe fn table_of<'a>(&'a self, word: u64, _pin: &'a epoch::Guard) -> Table<'a> {
+        // SAFETY: per the contract the table is not freed while the pin lives.
+        unsafe { unpack(word) }
     }
 
     /// Lock-free lookup: the location of the item whose key `is_key` accepts.

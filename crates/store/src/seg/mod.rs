@@ -37,6 +37,7 @@
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
 //!   upkeep.rs     maintain (expiry, delayed-flush sweep), flush_all      none
+//!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
 //!   write.rs      regions, write_item, take_segment, make_room           none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
 //!   link.rs       find_live_locked, link, unlink, link_if_current        partition
@@ -59,6 +60,7 @@ mod link;
 mod ops;
 mod segments;
 mod upkeep;
+mod walk;
 mod write;
 
 use std::hash::BuildHasher;
@@ -70,7 +72,7 @@ use parking_lot::Mutex;
 use crate::clock::{Clock, RelTime};
 use crate::{
     Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, Fetch, GetOpts, Item, Mode,
-    SegmentStats, Stats, StoreOpts, StoreResult,
+    SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
 };
 use arena::Arena;
 use index::Index;
@@ -293,6 +295,10 @@ impl Engine for Seg {
 
     fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    fn walk(&self, cursor: &mut WalkCursor, visit: &mut dyn FnMut(&Walked<'_>) -> bool) {
+        self.walk_impl(cursor, visit);
     }
 
     fn prefetch_index(&self, key: &[u8]) {

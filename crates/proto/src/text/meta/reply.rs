@@ -50,3 +50,33 @@ pub fn ttl(out: &mut Vec<u8>, exptime: u32, now: u32) {
         flag_num(out, b't', exptime.wrapping_sub(now));
     }
 }
+
+/// One `lru_crawler mgdump` line (memcached 1.6.19's `crawler_mgdump_eval`):
+/// `mg <key>\r\n`, or `mg <base64 key> b\r\n` for a key that cannot be sent as a
+/// text key. memcached base64-encodes keys that were stored in base64 (meta `b`);
+/// the store does not remember how a key arrived, so here a key is encoded when it
+/// holds a byte a text key cannot (a control character, a space, DEL).
+pub fn mgdump_line(out: &mut Vec<u8>, key: &[u8]) {
+    out.extend_from_slice(b"mg ");
+    if key.iter().all(|&b| b > b' ' && b != 0x7f) {
+        out.extend_from_slice(key);
+    } else {
+        base64_encode(key, out);
+        out.extend_from_slice(b" b");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mgdump_lines() {
+        let mut out = Vec::new();
+        mgdump_line(&mut out, b"plain:key");
+        mgdump_line(&mut out, b"a b");
+        mgdump_line(&mut out, b"\x00\x7f");
+        assert_eq!(out, b"mg plain:key\r\nmg YSBi b\r\nmg AH8= b\r\n");
+    }
+}

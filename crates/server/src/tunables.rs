@@ -1,0 +1,88 @@
+//! Settings the admin commands change at run time (`lru_crawler`, `slabs automove`,
+//! `lru`, `stats sizes_enable`), and the crawler's own counter. `stats settings`
+//! reports them under memcached's names.
+//!
+//! Most of them tune machinery memcrab does not have (slab classes, a segmented LRU,
+//! a crawler thread): the segment engine has one memory pool for all sizes and
+//! expires whole segments, so nothing reads these values. They are kept and reported
+//! so that a deployment script that sets them gets memcached's answers and can read
+//! its setting back (docs/operations.md lists each and what it does here).
+//!
+//! Locks: none but [`Tunables::lru`]'s mutex, a leaf (taken by `lru` commands and
+//! `stats settings`, holding no other lock). Every atomic is Relaxed: each is a
+//! plain setting or statistic, read with no ordering against other data.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::settings::Settings;
+
+/// `lru tune`, `lru mode` and `lru temp_ttl` values (memcached's defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lru {
+    pub hot_pct: u32,
+    pub warm_pct: u32,
+    pub hot_max_factor: f64,
+    pub warm_max_factor: f64,
+    pub segmented: bool,
+    pub temp_lru: bool,
+    pub temporary_ttl: i32,
+}
+
+impl Default for Lru {
+    fn default() -> Self {
+        Lru {
+            hot_pct: 20,
+            warm_pct: 40,
+            hot_max_factor: 0.2,
+            warm_max_factor: 2.0,
+            segmented: true,
+            temp_lru: false,
+            temporary_ttl: 61,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Tunables {
+    /// `lru_crawler enable|disable`: whether crawls and key dumps may start.
+    pub crawler: AtomicBool,
+    /// `lru_crawler sleep` (microseconds) and `tocrawl` (items per class).
+    pub crawler_sleep_us: AtomicU32,
+    pub crawler_tocrawl: AtomicU32,
+    /// Crawls and key dumps started (memcached's `lru_crawler_starts`).
+    pub crawler_starts: AtomicU64,
+    /// `slabs automove <0|1|2>`.
+    pub slab_automove: AtomicU32,
+    /// `slabs automove ratio <r>`, as f64 bits.
+    slab_automove_ratio: AtomicU64,
+    /// `lru ...` values; see [`Lru`].
+    pub lru: Mutex<Lru>,
+    /// `stats sizes` is enabled (`-o track_sizes`, `stats sizes_enable`).
+    pub track_sizes: AtomicBool,
+}
+
+impl Tunables {
+    pub fn new(s: &Settings) -> Tunables {
+        Tunables {
+            crawler: AtomicBool::new(true),
+            crawler_sleep_us: AtomicU32::new(100),
+            crawler_tocrawl: AtomicU32::new(0),
+            crawler_starts: AtomicU64::new(0),
+            slab_automove: AtomicU32::new(1),
+            slab_automove_ratio: AtomicU64::new(0.8f64.to_bits()),
+            lru: Mutex::new(Lru::default()),
+            track_sizes: AtomicBool::new(s.track_sizes),
+        }
+    }
+
+    pub fn slab_automove_ratio(&self) -> f64 {
+        f64::from_bits(self.slab_automove_ratio.load(Ordering::Relaxed))
+    }
+
+    pub fn set_slab_automove_ratio(&self, r: f64) {
+        self.slab_automove_ratio
+            .store(r.to_bits(), Ordering::Relaxed);
+    }
+}
