@@ -369,6 +369,59 @@ pub fn run_cli(args: &[&str]) -> Output {
     }
 }
 
+/// The kernel's queues of the TCP socket bound to `local` and connected to `remote`,
+/// from /proc/net/tcp or tcp6: (bytes written and not yet acknowledged, bytes
+/// received and not yet read by the process that owns it). None if there is none.
+/// Over loopback both ends are on this machine, so a test can see how much of what
+/// it sent the server has read, and how much the server has written: observable
+/// conditions to poll instead of sleeping.
+pub fn tcp_queues(local: SocketAddr, remote: SocketAddr) -> Option<(u64, u64)> {
+    let file = if local.is_ipv4() { "tcp" } else { "tcp6" };
+    let text = fs::read_to_string(format!("/proc/net/{file}")).ok()?;
+    text.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || proc_addr(f[1])? != local || proc_addr(f[2])? != remote {
+            return None;
+        }
+        let (tx, rx) = f[4].split_once(':')?;
+        Some((
+            u64::from_str_radix(tx, 16).ok()?,
+            u64::from_str_radix(rx, 16).ok()?,
+        ))
+    })
+}
+
+/// `0100007F:2BCB` (the address as the kernel's native-endian 32-bit words in hex,
+/// then the port) as a socket address.
+fn proc_addr(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..ip.len()).step_by(8) {
+        let word = u32::from_str_radix(ip.get(i..i + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip = match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Polls `cond` every 2 ms until it holds; panics with `what` after `within`.
+#[track_caller]
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
 /// A TCP or unix stream.
 pub enum Stream {
     Tcp(TcpStream),
@@ -401,6 +454,14 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
             Stream::Unix(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+
+    /// The TCP peer's address (None for a unix socket).
+    pub fn peer_tcp_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
         }
     }
 
@@ -550,6 +611,19 @@ impl Client {
     #[track_caller]
     pub fn sync(&mut self) {
         self.call(MARKER, MARKER_REPLY);
+    }
+
+    /// Waits until the server has read every byte sent so far on this TCP
+    /// connection (its socket's receive queue is empty), so that what is sent next
+    /// reaches it in a read of its own: a request split across writes is seen split,
+    /// without sleeping between the writes.
+    #[track_caller]
+    pub fn wait_server_read(&self) {
+        let local = self.stream.local_tcp_addr().expect("a TCP connection");
+        let peer = self.stream.peer_tcp_addr().expect("a TCP connection");
+        wait_until("the server to read what was sent", REPLY_TIMEOUT, || {
+            tcp_queues(peer, local).is_some_and(|(_, unread)| unread == 0)
+        });
     }
 
     /// Reads exactly `n` bytes.
