@@ -135,32 +135,50 @@ impl Server {
 
     /// As [`Server::tcp`], with extra environment variables for the server.
     pub fn tcp_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let dir = TempDir::new();
-        let port_file = dir.0.join("port");
         let mut full = vec!["-l", "127.0.0.1:0"];
         full.extend_from_slice(args);
-        let mut child = spawn(&dir.0, &full, Some(&port_file), env);
+        Server::listen_env(&full, env).0
+    }
+
+    /// Starts the server with `args` as they are (their own `-l`/`-p`) and returns
+    /// it with its port file's text. Its `addr` is the first `TCP INET` port on
+    /// 127.0.0.1, else the first `TCP INET6` port on ::1.
+    pub fn listen(args: &[&str]) -> (Server, String) {
+        Server::listen_env(args, &[])
+    }
+
+    fn listen_env(args: &[&str], env: &[(&str, &str)]) -> (Server, String) {
+        let dir = TempDir::new();
+        let port_file = dir.0.join("port");
+        let mut child = spawn(&dir.0, args, Some(&port_file), env);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let (port, udp_port) = loop {
+        let text = loop {
             // The server writes `<file>.lck` and renames it, so a file that exists
             // is complete.
             if let Ok(text) = fs::read_to_string(&port_file) {
-                let udp = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("UDP INET: "))
-                    .and_then(|p| p.trim().parse().ok());
-                break (parse_port_file(&text), udp);
+                break text;
             }
             check_startup(&mut child, &dir.0, deadline, "write its port file");
             thread::sleep(POLL_INTERVAL);
         };
-        Server {
+        let port = |prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        };
+        let addr = match (port("TCP INET: "), port("TCP INET6: ")) {
+            (Some(p), _) => SocketAddr::from(([127, 0, 0, 1], p)),
+            (None, Some(p)) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, p)),
+            _ => panic!("no `TCP INET: <port>` line in port file: {text:?}"),
+        };
+        let server = Server {
             child,
-            addr: Addr::Tcp(SocketAddr::from(([127, 0, 0, 1], port))),
-            udp_port,
+            addr: Addr::Tcp(addr),
+            udp_port: port("UDP INET: "),
             exited: None,
             dir,
-        }
+        };
+        (server, text)
     }
 
     /// Starts the server on a unix socket (`-s`) with extra `args`.
@@ -307,13 +325,6 @@ fn check_startup(child: &mut Child, dir: &Path, deadline: Instant, what: &str) {
         let _ = child.wait();
         panic!("server did not {what} within {STARTUP_TIMEOUT:?}");
     }
-}
-
-fn parse_port_file(text: &str) -> u16 {
-    text.lines()
-        .find_map(|l| l.strip_prefix("TCP INET: "))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `TCP INET: <port>` line in port file: {text:?}"))
 }
 
 /// Runs the binary with `args` to completion (10 s at most) and returns its output.
