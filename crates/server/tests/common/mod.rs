@@ -20,7 +20,8 @@
 //! `MEMCRAB_TEST_SERVER=/usr/bin/memcached cargo test --test commands` runs the same
 //! assertions against memcached itself (adding `-u nobody`; memcrab gets `-u root`
 //! when run as root), which is how the expected bytes were checked. `scripts/test`
-//! does this for the protocol suites (commands, meta, binary, udp, auth); server.rs
+//! does this for the protocol suites (commands, meta, binary, udp, auth) and
+//! reliability.rs (which gates memcrab's own promises); server.rs
 //! and memory.rs test memcrab's own command line and memory bound and are not
 //! expected to pass against memcached.
 
