@@ -13,7 +13,7 @@ import difflib
 
 import pytest
 
-from differential import CLOSED, Case, CasNames, S, assert_same_as_memcached, mask, read_reply
+from differential import CLOSED, Case, CasNames, S, assert_same_as_memcached, mask, read_reply, read_until
 
 K250 = b"k" * 250
 K251 = b"k" * 251
@@ -201,10 +201,10 @@ case("exptime_negative_and_past",
 case("data_longer_than_declared", b"set k 0 0 3\r\nabcde\r\nget k\r\n",
      expect=b"CLIENT_ERROR bad data chunk\r\nERROR\r\nEND\r\n")
 # The data block is exactly <bytes>+2 bytes, whatever they hold; what follows is a command.
-case("data_shorter_than_declared", b"set k 0 0 5\r\nabc\r\n", b"get k\r\n",
+case("data_shorter_than_declared", S(b"set k 0 0 5\r\nabc\r\n", open=True), b"get k\r\n",
      expect=b"CLIENT_ERROR bad data chunk\r\nERROR\r\n")
 case("data_much_longer", b"set k 0 0 1\r\nabcdefgh get k\r\nget k\r\n")
-case("data_bare_newline", b"set k 0 0 1\r\na\n", b"get k\r\n")
+case("data_bare_newline", S(b"set k 0 0 1\r\na\n", open=True), b"get k\r\n")
 case("data_bad_chunk_noreply", b"set k 0 0 1 noreply\r\nabc\r\nget k\r\n")
 case("data_bad_chunk_keeps_old", store(b"k", b"old") + b"set k 0 0 2\r\nnew\r\nget k\r\n")
 case("data_split_across_writes", S(b"set k 0 ", b"0 5\r", b"\nhel", b"lo", b"\r", b"\nget", b" k\r\n"))
@@ -327,8 +327,8 @@ case("http_get_closes", b"GET / HTTP/1.1\r\n", expect=CLOSED)
 case("http_other", b"POST /x HTTP/1.0\r\n")
 case("http_lowercase_get", store(b"k", b"v") + b"get HTTP/1.1\r\nfoo bar HTTP/x\r\n",
      expect=b"STORED\r\nEND\r\n" + CLOSED)
-case("long_line_non_get_closes", S(b"set " + b"a" * 3000), expect=CLOSED)
-case("long_line_junk_closes", S(b"x" * 2100))
+case("long_line_non_get_closes", S(b"set " + b"a" * 3000, open=True), expect=CLOSED)
+case("long_line_junk_closes", S(b"x" * 2100, open=True))
 case("long_line_many_spaces_closes", S(b" " * 150 + b"get " + b"a " * 1100, b"b\r\n"))
 case("line_just_under_limit", S(b"version" + b" " * 2030, b"\r\n"))
 
@@ -406,7 +406,7 @@ case("stats_items_slabs", store(b"a", b"1") + store(b"b", b"2") + b"get a\r\ninc
      stats=ITEMS_STATS + SLABS_STATS, stat_values=SLABS_VALUES + (b"items:1:number",))
 # The harness's readiness probe connects and closes just before the case starts; the server
 # may still list it for a moment (it did in CI), so wait for it to be reaped before counting.
-case("stats_conns", S(b"stats conns\r\n", sleep=0.3), S(b"version\r\n", conn=1), b"stats conns\r\n",
+case("stats_conns", S(b"stats conns\r\n", settle_conns=True), S(b"version\r\n", conn=1), b"stats conns\r\n",
      stats=CONNS_STATS)
 case("stats_reset", store(b"a", b"1") + b"get a\r\nget b\r\nstats reset\r\nstats\r\n",
      stats=GENERAL_STATS, stat_values=COUNTER_STATS)
@@ -447,20 +447,22 @@ case("pipeline_7_byte_writes", S(*[PIPELINE[i : i + 7] for i in range(0, len(PIP
 case("pipeline_then_quit", store(b"a", b"1") + b"get a\r\nquit\r\n")
 
 # ---------------------------------------------------------------------------
-# timing (sleeps; all in a few cases to keep the run short)
+# timing: each waits for the server's clock (wait_clock) or for a close, never a fixed
+# sleep; all in a few cases to keep the run short
 case("expiry_and_touch",
      store(b"e1", b"x", exptime=1) + store(b"e3", b"x", exptime=100) + store(b"t", b"x", exptime=100)
      + store(b"g", b"x", exptime=100) + store(b"gs", b"x", exptime=100)
      + b"touch t 1\r\ngat 1 g\r\ngats 1 gs\r\nget e1 e3 t g gs\r\n",
-     S(b"get e1 e3 t g gs\r\nstats\r\n", sleep=2.2),
+     S(b"get e1 e3 t g gs\r\nstats\r\n", wait_clock=2),
      # Not get_expired: memcached's LRU crawler may reap an expired item before the get sees it.
      stat_values=(b"curr_items", b"get_hits", b"get_misses"))
 case("flush_all_delayed",
      store(b"a", b"1") + b"flush_all 2\r\nget a\r\n",
-     S(b"get a\r\nstats\r\n", sleep=2.3), stat_values=(b"cmd_flush", b"get_flushed"))
+     S(b"get a\r\nstats\r\n", wait_clock=2), stat_values=(b"cmd_flush", b"get_flushed"))
 # memcached closes when now - last_cmd > idle_timeout, checked by a sweeping thread:
-# between 2 and 4.5 seconds after the last command for idle_timeout=1.
-case("idle_timeout", b"version\r\n", S(b"version\r\n", sleep=0.3), S(sleep=4.5),
+# between 2 and 4.5 seconds after the last command for idle_timeout=1. Not sooner than
+# the 1 s timeout (<CLOSED EARLY> otherwise), and within the step deadline (10 s).
+case("idle_timeout", b"version\r\n", b"version\r\n", S(close_after=1.0),
      args=("-o", "idle_timeout=1"), expect=b"VERSION <masked>\r\n" * 2 + CLOSED)
 
 
@@ -533,7 +535,7 @@ def test_shutdown_exits(server, command):
     sock = server.connect()
     try:
         sock.sendall(command)
-        data, closed = read_reply(sock)
+        data, closed = read_until(sock, None)
     finally:
         sock.close()
     assert (data, closed) == (b"", True)

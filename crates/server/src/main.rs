@@ -135,9 +135,9 @@ fn usable_cpus() -> Option<usize> {
 
 fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
     // More workers than CPUs we may run on only adds context switches (on one pinned
-    // core, -t 4 costs 11% more CPU per request than -t 1 and 12x the p99 latency on
-    // W1), so the workers are capped at the affinity mask's size (`stats` still
-    // reports -t as `threads`, as memcached does).
+    // core, four workers share it in CFS time slices: more CPU per request and
+    // a p99 of milliseconds, docs/benchmarks.md), so the workers are capped at the
+    // affinity mask's size (`stats` still reports -t as `threads`, as memcached does).
     if let Some(cpus) = usable_cpus() {
         if settings.threads > cpus {
             if settings.verbose > 0 {
@@ -313,11 +313,11 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
 
 /// The reference engine allocates each item with malloc from every worker thread.
 /// glibc then keeps an arena per thread, and with mixed value sizes freed memory
-/// strands in the wrong arena: writing 2 GB of 10 B–60 KB values into `-m 64` peaked
-/// at 107 MB RSS with the default arenas and 76 MB with one (scripts in
-/// docs/benchmarks.md). One arena costs about 10% CPU on set-only loads, a price
-/// paid for the memory bound; the segment engine allocates segments, not items, and
-/// does not need it.
+/// strands in the wrong arena, so resident memory outgrows the README's bound. One
+/// arena costs some CPU on set-only loads, a price paid for the memory bound; the
+/// segment engine allocates segments, not items, and does not need it. (The figures
+/// once quoted here came from scripts that were never committed; docs/benchmarks.md
+/// has the reference engine's measured peak with one arena and its command.)
 fn limit_malloc_arenas() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only changes allocator tuning; called before any thread exists.

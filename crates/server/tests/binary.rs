@@ -678,14 +678,14 @@ fn malformed_length_matrix() {
     let mut b = noop();
     b[0] = 0x81;
     c.send(&b[..23]);
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    c.wait_server_read();
     c.send(&b[23..]);
     c.expect_closed();
     // A header split across writes is waited for.
     let mut c = s.connect();
     let b = get(op::GETK, b"keep", 11);
     c.send(&b[..10]);
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    c.wait_server_read();
     c.send(&b[10..]);
     expect_hit(&mut c, op::GETK, 11, Cas::New, 0, b"keep", b"safe");
     // Huge declared bodies on a storage command are refused before allocation.

@@ -282,6 +282,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
     let mut pairs: Vec<(char, Option<String>)> = Vec::new();
     let mut protocol_specified = false;
     let mut port_specified = false;
+    let mut listen_given = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if let Some(long) = arg.strip_prefix("--") {
@@ -344,7 +345,14 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
                 s.unix_mask = u32::from_str_radix(v.trim(), 8)
                     .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
             }
-            'l' => s.listen = v.split(',').map(|a| a.trim().to_string()).collect(),
+            'l' => {
+                // Repeated -l adds addresses (memcached joins them with commas).
+                if !listen_given {
+                    s.listen.clear();
+                    listen_given = true;
+                }
+                s.listen.extend(v.split(',').map(|a| a.trim().to_string()));
+            }
             'd' => s.daemonize = true,
             'r' => s.enable_coredumps = true,
             'u' => s.user = Some(v),
@@ -652,6 +660,12 @@ mod tests {
         );
         assert_eq!(s.listen, vec!["127.0.0.1"]);
         assert_eq!(s.item_size_max, 1 << 20);
+    }
+
+    #[test]
+    fn repeated_listen_adds_addresses() {
+        let s = run(&["-l", "127.0.0.1,::1", "-l", "[::1]:5"]).expect("run");
+        assert_eq!(s.listen, vec!["127.0.0.1", "::1", "[::1]:5"]);
     }
 
     #[test]

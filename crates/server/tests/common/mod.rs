@@ -20,7 +20,8 @@
 //! `MEMCRAB_TEST_SERVER=/usr/bin/memcached cargo test --test commands` runs the same
 //! assertions against memcached itself (adding `-u nobody`; memcrab gets `-u root`
 //! when run as root), which is how the expected bytes were checked. `scripts/test`
-//! does this for the protocol suites (commands, meta, binary, udp, auth); server.rs
+//! does this for the protocol suites (commands, meta, binary, udp, auth) and
+//! reliability.rs (which gates memcrab's own promises); server.rs
 //! and memory.rs test memcrab's own command line and memory bound and are not
 //! expected to pass against memcached.
 
@@ -135,32 +136,50 @@ impl Server {
 
     /// As [`Server::tcp`], with extra environment variables for the server.
     pub fn tcp_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let dir = TempDir::new();
-        let port_file = dir.0.join("port");
         let mut full = vec!["-l", "127.0.0.1:0"];
         full.extend_from_slice(args);
-        let mut child = spawn(&dir.0, &full, Some(&port_file), env);
+        Server::listen_env(&full, env).0
+    }
+
+    /// Starts the server with `args` as they are (their own `-l`/`-p`) and returns
+    /// it with its port file's text. Its `addr` is the first `TCP INET` port on
+    /// 127.0.0.1, else the first `TCP INET6` port on ::1.
+    pub fn listen(args: &[&str]) -> (Server, String) {
+        Server::listen_env(args, &[])
+    }
+
+    fn listen_env(args: &[&str], env: &[(&str, &str)]) -> (Server, String) {
+        let dir = TempDir::new();
+        let port_file = dir.0.join("port");
+        let mut child = spawn(&dir.0, args, Some(&port_file), env);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let (port, udp_port) = loop {
+        let text = loop {
             // The server writes `<file>.lck` and renames it, so a file that exists
             // is complete.
             if let Ok(text) = fs::read_to_string(&port_file) {
-                let udp = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("UDP INET: "))
-                    .and_then(|p| p.trim().parse().ok());
-                break (parse_port_file(&text), udp);
+                break text;
             }
             check_startup(&mut child, &dir.0, deadline, "write its port file");
             thread::sleep(POLL_INTERVAL);
         };
-        Server {
+        let port = |prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        };
+        let addr = match (port("TCP INET: "), port("TCP INET6: ")) {
+            (Some(p), _) => SocketAddr::from(([127, 0, 0, 1], p)),
+            (None, Some(p)) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, p)),
+            _ => panic!("no `TCP INET: <port>` line in port file: {text:?}"),
+        };
+        let server = Server {
             child,
-            addr: Addr::Tcp(SocketAddr::from(([127, 0, 0, 1], port))),
-            udp_port,
+            addr: Addr::Tcp(addr),
+            udp_port: port("UDP INET: "),
             exited: None,
             dir,
-        }
+        };
+        (server, text)
     }
 
     /// Starts the server on a unix socket (`-s`) with extra `args`.
@@ -309,13 +328,6 @@ fn check_startup(child: &mut Child, dir: &Path, deadline: Instant, what: &str) {
     }
 }
 
-fn parse_port_file(text: &str) -> u16 {
-    text.lines()
-        .find_map(|l| l.strip_prefix("TCP INET: "))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `TCP INET: <port>` line in port file: {text:?}"))
-}
-
 /// Runs the binary with `args` to completion (10 s at most) and returns its output.
 /// The `-u` a server started as root needs (both refuse root without it, and both
 /// ignore it otherwise): `nobody` for memcached, which leaves root before it writes
@@ -369,6 +381,59 @@ pub fn run_cli(args: &[&str]) -> Output {
     }
 }
 
+/// The kernel's queues of the TCP socket bound to `local` and connected to `remote`,
+/// from /proc/net/tcp or tcp6: (bytes written and not yet acknowledged, bytes
+/// received and not yet read by the process that owns it). None if there is none.
+/// Over loopback both ends are on this machine, so a test can see how much of what
+/// it sent the server has read, and how much the server has written: observable
+/// conditions to poll instead of sleeping.
+pub fn tcp_queues(local: SocketAddr, remote: SocketAddr) -> Option<(u64, u64)> {
+    let file = if local.is_ipv4() { "tcp" } else { "tcp6" };
+    let text = fs::read_to_string(format!("/proc/net/{file}")).ok()?;
+    text.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || proc_addr(f[1])? != local || proc_addr(f[2])? != remote {
+            return None;
+        }
+        let (tx, rx) = f[4].split_once(':')?;
+        Some((
+            u64::from_str_radix(tx, 16).ok()?,
+            u64::from_str_radix(rx, 16).ok()?,
+        ))
+    })
+}
+
+/// `0100007F:2BCB` (the address as the kernel's native-endian 32-bit words in hex,
+/// then the port) as a socket address.
+fn proc_addr(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..ip.len()).step_by(8) {
+        let word = u32::from_str_radix(ip.get(i..i + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip = match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Polls `cond` every 2 ms until it holds; panics with `what` after `within`.
+#[track_caller]
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
 /// A TCP or unix stream.
 pub enum Stream {
     Tcp(TcpStream),
@@ -401,6 +466,14 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
             Stream::Unix(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+
+    /// The TCP peer's address (None for a unix socket).
+    pub fn peer_tcp_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
         }
     }
 
@@ -550,6 +623,19 @@ impl Client {
     #[track_caller]
     pub fn sync(&mut self) {
         self.call(MARKER, MARKER_REPLY);
+    }
+
+    /// Waits until the server has read every byte sent so far on this TCP
+    /// connection (its socket's receive queue is empty), so that what is sent next
+    /// reaches it in a read of its own: a request split across writes is seen split,
+    /// without sleeping between the writes.
+    #[track_caller]
+    pub fn wait_server_read(&self) {
+        let local = self.stream.local_tcp_addr().expect("a TCP connection");
+        let peer = self.stream.peer_tcp_addr().expect("a TCP connection");
+        wait_until("the server to read what was sent", REPLY_TIMEOUT, || {
+            tcp_queues(peer, local).is_some_and(|(_, unread)| unread == 0)
+        });
     }
 
     /// Reads exactly `n` bytes.

@@ -30,7 +30,8 @@ impl Seg {
     /// Without this, an overwrite-heavy load writes fresh memory
     /// until the whole of `-m` has been touched once, and the first touch of each page
     /// (a page fault, and the kernel zeroing it) cost W4, 1 KB sets over 100k keys at
-    /// `-m 1024`, about 0.1x the do-nothing floor's CPU per request (2026-11-23).
+    /// `-m 1024`, 0.09x–0.21x the do-nothing floor's CPU per request in two runs
+    /// (docs/storage.md, "Compaction before growth", has the command).
     pub(super) fn compact_mostly_dead(&self, arena: &mut Arena) -> bool {
         let quarter = u64::from(self.seg_size) / 4;
         let flush_gen = self.flush.gen.load(Ordering::Acquire);

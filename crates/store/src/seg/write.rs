@@ -145,6 +145,14 @@ impl Seg {
         loop {
             arena.reclaim_limbo(&self.descs);
             let limit = self.limit.load(Ordering::Relaxed);
+            // Over the limit (cache_memlimit lowered it): give free segments back
+            // instead of reusing them, and evict until a segment fits again.
+            if self.evict && !arena.release_over(&self.descs, 0, limit) {
+                if !self.wait_or_evict(arena) {
+                    return None;
+                }
+                continue;
+            }
             if self.evict && arena.used + u64::from(self.seg_size) <= limit {
                 // Keep two segments on their way to the free list (see
                 // compact_mostly_dead): what this compacts is free for a later call,

@@ -173,6 +173,23 @@ final class Servers {
         assertTrue(version.startsWith("1.6."), version);
     }
 
+    /** A condition to poll; may throw (a client call). */
+    interface Condition {
+        boolean holds() throws Exception;
+    }
+
+    /**
+     * Polls {@code cond} every 10 ms until it holds; fails after {@code seconds}. The
+     * expiry tests wait this way, never with a fixed sleep.
+     */
+    static void waitUntil(String what, double seconds, Condition cond) throws Exception {
+        long deadline = System.nanoTime() + (long) (seconds * 1e9);
+        while (!cond.holds()) {
+            assertTrue(System.nanoTime() < deadline, "timed out after " + seconds + " s waiting for " + what);
+            Thread.sleep(10);
+        }
+    }
+
     static File tempFile(String content) throws IOException {
         Path p = Files.createTempFile("memcrab-pwdb-", "");
         Files.writeString(p, content);
