@@ -137,7 +137,8 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     // More workers than CPUs we may run on only adds context switches (on one pinned
     // core, four workers share it in CFS time slices: more CPU per request and
     // a p99 of milliseconds, docs/benchmarks.md), so the workers are capped at the
-    // affinity mask's size (`stats` still reports -t as `threads`, as memcached does).
+    // affinity mask's size (`stats` reports them as `threads`; `stats settings` keeps
+    // -t as `num_threads`).
     if let Some(cpus) = usable_cpus() {
         if settings.threads > cpus {
             if settings.verbose > 0 {

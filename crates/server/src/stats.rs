@@ -197,7 +197,8 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     // memcrab never stops listening: at -c it answers and closes instead.
     stat(out, "listen_disabled_num", 0);
     stat(out, "time_in_listen_disabled_us", 0);
-    stat(out, "threads", server.settings.threads);
+    // The workers that run: -t capped at the CPUs this process may use (main.rs).
+    stat(out, "threads", server.settings.workers);
     stat(out, "conn_yields", t.conn_yields);
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
