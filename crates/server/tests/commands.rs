@@ -38,9 +38,7 @@ fn usable_cpus() -> usize {
         .trim();
     list.split(',')
         .map(|r| match r.split_once('-') {
-            Some((a, b)) => {
-                b.parse::<usize>().expect("cpu") - a.parse::<usize>().expect("cpu") + 1
-            }
+            Some((a, b)) => b.parse::<usize>().expect("cpu") - a.parse::<usize>().expect("cpu") + 1,
             None => 1,
         })
         .sum()
