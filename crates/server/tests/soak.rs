@@ -1,0 +1,1081 @@
+//! Faults and load against the real binary (issue 10): many connections, slowloris,
+//! clients that never read, connection churn, a client killed in the middle of a
+//! value, values at the `-I` limit, `kill -9` and a restart under load, and memory
+//! pressure at `-m 64`.
+//!
+//! ```text
+//!   probe thread ── set p<n> / get p<n> every ms ──► latency of each request (p99)
+//!   rss thread   ── /proc/<pid>/status every 10 ms ──► peak VmRSS
+//!   load threads ── the case's abuse ──► memcrab -l 127.0.0.1:0
+//! ```
+//!
+//! Every case asserts (a) a well-behaved probe client is answered throughout, its
+//! p99 request latency under `MEMCRAB_SOAK_P99_MS` (200 ms unless set), (b) resident
+//! memory within the README's bound (`-m` × 1.25 + 16 MB) plus what the README says
+//! each connection may add, and (c) no acknowledged write is lost or torn: a get
+//! returns exactly the last value acknowledged for the key, or a miss only where
+//! eviction (or the restart, after `kill -9`) explains it; the cases with no
+//! eviction also assert `evictions` is 0.
+//!
+//! The tests' names start with `soak_` so that scripts/test can run them in a step
+//! of their own (and `--skip soak_` them in the workspace run).
+//!
+//! `cargo test --test soak` runs the short version (a few seconds a case, about 45 s
+//! in all on 2 slow cores; the cases run one at a time). `scripts/soak` runs the long
+//! one: `MEMCRAB_SOAK_SECS` sets each case's duration, `MEMCRAB_SOAK_CONNS` the
+//! concurrent connections (10,000 unless the fd limit is lower), and
+//! `MEMCRAB_SOAK_REPORT` names a file that gets one line of figures per case.
+//! Nothing sleeps to synchronise: the sleeps are the probe's and the load's pacing
+//! (the rates are what is under test) and the RSS sampling interval; every loop is
+//! bounded in count and in time.
+
+mod common;
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use common::{cat, store, value, wait_until, Server};
+
+/// How long one request may take before it counts as a hang.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// The probe's pause between requests.
+const PROBE_PACE: Duration = Duration::from_millis(1);
+
+/// The cases share 2 cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// A case's duration: `MEMCRAB_SOAK_SECS` if set, else `short_secs`.
+fn duration(short_secs: u64) -> Duration {
+    Duration::from_secs(env_u64("MEMCRAB_SOAK_SECS").unwrap_or(short_secs))
+}
+
+fn p99_bound() -> Duration {
+    Duration::from_millis(env_u64("MEMCRAB_SOAK_P99_MS").unwrap_or(200))
+}
+
+/// The README's bound on resident memory: `-m` × 1.25 + 16 MB.
+fn rss_bound_kib(m: u64) -> u64 {
+    (m * 5 / 4 + 16) * 1024
+}
+
+/// What the README says each connection adds: a 16 KiB read buffer.
+const CONN_KIB: u64 = 16;
+/// And, for one whose replies go unread, at most about 256 KiB of unsent replies.
+const UNSENT_KIB: u64 = 256;
+
+/// Prints one line of figures and appends it to `MEMCRAB_SOAK_REPORT` if set.
+fn report(line: &str) {
+    eprintln!("soak: {line}");
+    if let Some(path) = std::env::var_os("MEMCRAB_SOAK_REPORT") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// Value `tag`: `len` bytes that name it, so a value read back for the wrong key or
+/// version, or mixed from two, cannot pass for the right one.
+fn val(tag: &str, len: usize) -> Vec<u8> {
+    let tag = format!("<{tag}>");
+    tag.bytes().cycle().take(len).collect()
+}
+
+/// xorshift64*: the load's sizes and keys, reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+// ---------------------------------------------------------------------------------
+// A minimal client that returns I/O errors (the kill -9 case expects them) and
+// panics on a wrong reply.
+
+struct Raw {
+    s: TcpStream,
+}
+
+impl Raw {
+    fn connect(addr: SocketAddr) -> io::Result<Raw> {
+        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(Raw { s })
+    }
+
+    fn send(&mut self, b: &[u8]) -> io::Result<()> {
+        self.s.write_all(b)
+    }
+
+    fn read_n(&mut self, n: usize) -> io::Result<Vec<u8>> {
+        let mut v = vec![0; n];
+        self.s.read_exact(&mut v)?;
+        Ok(v)
+    }
+
+    #[track_caller]
+    fn expect(&mut self, want: &[u8]) -> io::Result<()> {
+        let got = self.read_n(want.len())?;
+        assert!(
+            got == want,
+            "reply mismatch\n  expected: {}\n  received: {}",
+            common::show(want),
+            common::show(&got)
+        );
+        Ok(())
+    }
+
+    #[track_caller]
+    fn set(&mut self, key: &str, data: &[u8]) -> io::Result<()> {
+        self.send(&store("set", key, 0, 0, data))?;
+        self.expect(b"STORED\r\n")
+    }
+
+    /// `get key`: Ok(true) if it returned exactly `want`, Ok(false) on a miss; panics
+    /// on anything else (a hit with no acknowledged value, another value, torn bytes).
+    #[track_caller]
+    fn get_is(&mut self, key: &str, want: Option<&[u8]>) -> io::Result<bool> {
+        self.send(format!("get {key}\r\n").as_bytes())?;
+        let head = self.read_n(5)?;
+        if head == b"END\r\n" {
+            return Ok(false);
+        }
+        let Some(want) = want else {
+            let more = self.read_n(60).unwrap_or_default();
+            panic!(
+                "get {key}: a hit where nothing was acknowledged: {}",
+                common::show(&cat(&[&head, &more]))
+            );
+        };
+        let full = cat(&[&value(key, 0, want), b"END\r\n"]);
+        assert!(
+            full.starts_with(&head),
+            "get {key}: expected a miss or {}, received {}",
+            common::show(&full),
+            common::show(&head)
+        );
+        self.expect(&full[5..])?;
+        Ok(true)
+    }
+
+    fn stat(&mut self, name: &str) -> u64 {
+        self.send(b"stats\r\n").expect("send stats");
+        let mut text = Vec::new();
+        while !text.ends_with(b"END\r\n") {
+            let mut buf = [0u8; 4096];
+            let n = self.s.read(&mut buf).expect("read stats");
+            assert!(n > 0, "connection closed during stats");
+            text.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8(text).expect("utf-8 stats");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no numeric STAT {name}"))
+    }
+}
+
+fn tcp_addr(s: &Server) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], s.port()))
+}
+
+// ---------------------------------------------------------------------------------
+// The probe and the RSS sampler.
+
+/// What the probe saw.
+struct ProbeReport {
+    /// Latency of each request answered.
+    lat: Vec<Duration>,
+    /// Requests that failed with a reset or close (only the kill -9 case has any).
+    errors: u64,
+    /// Its keys' last acknowledged values, for the final check.
+    last: Vec<Option<Vec<u8>>>,
+}
+
+impl ProbeReport {
+    fn pct(&self, p: f64) -> Duration {
+        let mut v = self.lat.clone();
+        v.sort();
+        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "probe {} requests, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            self.lat.len(),
+            self.pct(0.50).as_secs_f64() * 1e3,
+            self.pct(0.99).as_secs_f64() * 1e3,
+            self.lat
+                .iter()
+                .max()
+                .copied()
+                .unwrap_or_default()
+                .as_secs_f64()
+                * 1e3
+        )
+    }
+
+    /// (a): answered throughout, p99 within the bound.
+    #[track_caller]
+    fn assert_responsive(&self, case: &str, min_requests: usize) {
+        assert!(
+            self.lat.len() >= min_requests,
+            "{case}: the probe got only {} replies",
+            self.lat.len()
+        );
+        assert!(
+            self.pct(0.99) <= p99_bound(),
+            "{case}: probe p99 {:?} over {:?} ({})",
+            self.pct(0.99),
+            p99_bound(),
+            self.summary()
+        );
+    }
+
+    /// (c) for the probe's keys, on a server that evicted nothing.
+    fn assert_kept(&self, addr: SocketAddr) {
+        let mut c = Raw::connect(addr).expect("connect for the final check");
+        for (slot, last) in self.last.iter().enumerate() {
+            let hit = c
+                .get_is(&format!("probe{slot}"), last.as_deref())
+                .expect("final get");
+            assert_eq!(hit, last.is_some(), "probe{slot} lost");
+        }
+    }
+}
+
+const PROBE_KEYS: usize = 64;
+
+/// The last value acknowledged for each of a client's keys (None: none, or unknown).
+type LastValues = Vec<Option<Vec<u8>>>;
+
+struct Probe {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<ProbeReport>,
+}
+
+impl Probe {
+    /// A well-behaved client: one connection, `set probe<n>` then `get probe<n>`
+    /// (which must return exactly what was just stored), 1 ms apart. With
+    /// `reconnect`, a reset or close is counted and the probe connects again (a
+    /// timeout still fails the test).
+    fn start(port: Arc<AtomicU32>, reconnect: bool) -> Probe {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = thread::spawn(move || {
+            let mut rep = ProbeReport {
+                lat: Vec::new(),
+                errors: 0,
+                last: vec![None; PROBE_KEYS],
+            };
+            let addr = || SocketAddr::from(([127, 0, 0, 1], port.load(Ordering::SeqCst) as u16));
+            let hard_stop = Instant::now() + Duration::from_secs(3600);
+            let mut conn: Option<Raw> = None;
+            let mut n: u64 = 0;
+            while !flag.load(Ordering::SeqCst) && Instant::now() < hard_stop {
+                let c = match conn.as_mut() {
+                    Some(c) => c,
+                    None => match Raw::connect(addr()) {
+                        Ok(c) => conn.insert(c),
+                        Err(e) => {
+                            assert!(reconnect, "probe connect: {e}");
+                            rep.errors += 1;
+                            thread::sleep(PROBE_PACE);
+                            continue;
+                        }
+                    },
+                };
+                let slot = (n % PROBE_KEYS as u64) as usize;
+                let key = format!("probe{slot}");
+                let data = val(&format!("probe.{n}"), 16 + (n % 300) as usize);
+                let t0 = Instant::now();
+                let step = c.set(&key, &data).and_then(|()| {
+                    let t1 = Instant::now();
+                    rep.lat.push(t1 - t0);
+                    rep.last[slot] = Some(data.clone());
+                    let hit = c.get_is(&key, Some(&data))?;
+                    assert!(hit, "probe: {key} missing right after it was stored");
+                    rep.lat.push(t1.elapsed());
+                    Ok(())
+                });
+                if let Err(e) = step {
+                    assert!(
+                        reconnect && !is_timeout(&e),
+                        "probe request failed: {e} ({})",
+                        rep.summary()
+                    );
+                    rep.errors += 1;
+                    conn = None;
+                }
+                n += 1;
+                thread::sleep(PROBE_PACE);
+            }
+            rep
+        });
+        Probe { stop, handle }
+    }
+
+    fn finish(self) -> ProbeReport {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().expect("probe thread")
+    }
+}
+
+/// Samples a process's VmRSS every 10 ms; `finish` returns the peak in KiB.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<u64>,
+}
+
+fn rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+impl RssSampler {
+    fn start(pid: Arc<AtomicU32>) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = thread::spawn(move || {
+            let mut peak = 0;
+            let hard_stop = Instant::now() + Duration::from_secs(3600);
+            while !flag.load(Ordering::SeqCst) && Instant::now() < hard_stop {
+                if let Some(r) = rss_of(pid.load(Ordering::SeqCst)) {
+                    peak = peak.max(r);
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        });
+        RssSampler { stop, handle }
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().expect("rss thread")
+    }
+}
+
+/// A server with its probe and RSS sampler running.
+struct Watched {
+    server: Server,
+    pid: Arc<AtomicU32>,
+    probe: Probe,
+    rss: RssSampler,
+}
+
+impl Watched {
+    fn start(args: &[&str], reconnect: bool) -> Watched {
+        let server = Server::tcp(args);
+        let port = Arc::new(AtomicU32::new(u32::from(server.port())));
+        let pid = Arc::new(AtomicU32::new(server.pid()));
+        let probe = Probe::start(port, reconnect);
+        let rss = RssSampler::start(pid.clone());
+        Watched {
+            server,
+            pid,
+            probe,
+            rss,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        tcp_addr(&self.server)
+    }
+
+    /// Stops the probe and the sampler; checks (a) and (b); returns the probe's
+    /// report and the peak RSS in KiB.
+    #[track_caller]
+    fn finish(self, case: &str, rss_bound: u64) -> (Server, ProbeReport, u64) {
+        let rep = self.probe.finish();
+        let peak = self.rss.finish();
+        rep.assert_responsive(case, 20);
+        assert!(
+            peak <= rss_bound,
+            "{case}: peak RSS {} KiB over the bound {} KiB",
+            peak,
+            rss_bound
+        );
+        (self.server, rep, peak)
+    }
+}
+
+/// Waits until the server counts at most `n` connections.
+fn wait_conns_at_most(addr: SocketAddr, n: u64, within: Duration) {
+    let mut c = Raw::connect(addr).expect("connect for stats");
+    // `curr_connections` counts this connection and the listener.
+    wait_until("connections to close", within, || {
+        c.stat("curr_connections") <= n + 2
+    });
+}
+
+fn assert_no_evictions(addr: SocketAddr) {
+    let mut c = Raw::connect(addr).expect("connect for stats");
+    assert_eq!(c.stat("evictions"), 0, "this case must not evict");
+}
+
+/// Raises this process's soft fd limit to its hard limit (the server inherits it)
+/// and returns the soft limit now in force.
+fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write `lim`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+// ---------------------------------------------------------------------------------
+// The cases.
+
+/// 10,000 concurrent connections (fewer if the fd limit is lower; scripts/soak
+/// raises it): each stores a key, a rotating tenth of them is used every 100 ms for
+/// the case's duration, all are open at once (`curr_connections`), then all close
+/// and every key is intact.
+#[test]
+fn soak_ten_thousand_concurrent_connections() {
+    let _g = serial();
+    let limit = raise_fd_limit();
+    let want = env_u64("MEMCRAB_SOAK_CONNS").unwrap_or(10_000);
+    let n = want.min(limit.saturating_sub(200)) as usize;
+    if (n as u64) < want {
+        eprintln!("soak: fd limit {limit}: {n} connections instead of {want}");
+    }
+    let conn_limit = (n + 100).to_string();
+    let w = Watched::start(&["-m", "64", "-c", &conn_limit], false);
+    let addr = w.addr();
+    let t0 = Instant::now();
+    let mut conns = Vec::with_capacity(n);
+    for i in 0..n {
+        let c = Raw::connect(addr).unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        conns.push(c);
+    }
+    let connect_time = t0.elapsed();
+    // Every connection stores its key (all written, then all read: the server has
+    // every one of them busy at once).
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(&store(
+            "set",
+            &format!("c{i}"),
+            0,
+            0,
+            &val(&format!("c{i}"), 100),
+        ))
+        .expect("send");
+    }
+    for c in conns.iter_mut() {
+        c.expect(b"STORED\r\n").expect("STORED");
+    }
+    let mut stats = Raw::connect(addr).expect("connect");
+    let open = stats.stat("curr_connections");
+    assert!(open >= n as u64, "curr_connections {open}, want {n}");
+    let end = Instant::now() + duration(4);
+    let mut round = 0usize;
+    let mut gets = 0u64;
+    while Instant::now() < end && round < 1_000_000 {
+        let tenth = n / 10 + 1;
+        for i in (round * tenth..(round + 1) * tenth).map(|i| i % n) {
+            let key = format!("c{i}");
+            let want = val(&key, 100);
+            assert!(
+                conns[i].get_is(&key, Some(&want)).expect("get"),
+                "{key} lost"
+            );
+            gets += 1;
+        }
+        round += 1;
+        thread::sleep(Duration::from_millis(100));
+    }
+    drop(conns);
+    wait_conns_at_most(addr, 1, Duration::from_secs(30));
+    let mut c = Raw::connect(addr).expect("connect");
+    for i in 0..n {
+        let key = format!("c{i}");
+        assert!(
+            c.get_is(&key, Some(&val(&key, 100))).expect("get"),
+            "{key} lost"
+        );
+    }
+    assert_no_evictions(addr);
+    let bound = rss_bound_kib(64) + n as u64 * CONN_KIB;
+    let (_s, rep, peak) = w.finish("connections", bound);
+    rep.assert_kept(addr);
+    report(&format!(
+        "connections: {n} open (curr_connections {open}), connected in {:.2} s, {gets} gets on them; {}; peak RSS {} KiB (bound {bound} KiB)",
+        connect_time.as_secs_f64(),
+        rep.summary(),
+        peak
+    ));
+}
+
+/// 100 slowloris connections: half send a `get` line a byte at a time, half a set's
+/// header and then its data a byte at a time, one byte per connection every 50 ms,
+/// never finishing. The partial set is never stored.
+#[test]
+fn soak_one_hundred_slowloris_connections() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64"], false);
+    let addr = w.addr();
+    let mut conns: Vec<(Raw, Vec<u8>, usize)> = (0..100)
+        .map(|i| {
+            let body = if i % 2 == 0 {
+                let mut b = b"get".to_vec();
+                for j in 0..2_000 {
+                    b.extend_from_slice(format!(" slow{i}x{j}").as_bytes());
+                }
+                b
+            } else {
+                cat(&[
+                    format!("set slow{i} 0 0 1000000\r\n").as_bytes(),
+                    // Enough for 25 minutes at 20 bytes a second.
+                    &val(&format!("slow{i}"), 30_000),
+                ])
+            };
+            (Raw::connect(addr).expect("connect"), body, 0)
+        })
+        .collect();
+    let end = Instant::now() + duration(4);
+    let mut ticks = 0u64;
+    let mut closed = 0usize;
+    while Instant::now() < end && ticks < 1_000_000 {
+        for (c, body, pos) in conns.iter_mut() {
+            if *pos == usize::MAX || *pos >= body.len() {
+                continue;
+            }
+            match c.send(&body[*pos..*pos + 1]) {
+                Ok(()) => *pos += 1,
+                Err(_) => {
+                    // The server may close a line that grows too long.
+                    *pos = usize::MAX;
+                    closed += 1;
+                }
+            }
+        }
+        ticks += 1;
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut c = Raw::connect(addr).expect("connect");
+    for i in (1..100).step_by(2) {
+        assert!(!c.get_is(&format!("slow{i}"), None).expect("get"));
+    }
+    let sent: usize = conns
+        .iter()
+        .map(|(_, _, p)| if *p == usize::MAX { 0 } else { *p })
+        .sum();
+    drop(conns);
+    wait_conns_at_most(addr, 2, Duration::from_secs(30));
+    assert_no_evictions(addr);
+    // The README: a 16 KiB read buffer each, more while a value arrives (up to -I).
+    let bound = rss_bound_kib(64) + 100 * CONN_KIB + 50 * 1024;
+    let (_s, rep, peak) = w.finish("slowloris", bound);
+    rep.assert_kept(addr);
+    report(&format!(
+        "slowloris: 100 connections, {ticks} ticks, {sent} bytes sent, {closed} closed by the server; {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        rep.summary()
+    ));
+}
+
+/// 50 clients pipeline `get` of 16 values of 100 KB each and never read: they write
+/// until their socket blocks and keep trying for the case's duration. The server
+/// stops reading them (its unsent replies are capped), so memory stays bounded.
+#[test]
+fn soak_fifty_clients_pipeline_large_gets_and_never_read() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64"], false);
+    let addr = w.addr();
+    let mut c = Raw::connect(addr).expect("connect");
+    let mut line = b"get".to_vec();
+    for k in 0..16 {
+        let key = format!("big{k}");
+        c.set(&key, &val(&key, 100_000)).expect("set");
+        line.extend_from_slice(format!(" {key}").as_bytes());
+    }
+    line.extend_from_slice(b"\r\n");
+    let mut conns: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let s = Raw::connect(addr).expect("connect").s;
+            s.set_nonblocking(true).expect("nonblocking");
+            s
+        })
+        .collect();
+    let end = Instant::now() + duration(4);
+    let mut requests = 0u64;
+    let mut rounds = 0u64;
+    while Instant::now() < end && rounds < 1_000_000 {
+        for s in conns.iter_mut() {
+            // A whole request or none (a partial write is finished at once).
+            for _ in 0..64 {
+                match s.write(&line) {
+                    Ok(n) if n == line.len() => requests += 1,
+                    Ok(n) => {
+                        s.set_nonblocking(false).expect("blocking");
+                        // The rest fits or the write times out: the server is
+                        // still reading this connection then.
+                        let _ = s.write_all(&line[n..]);
+                        s.set_nonblocking(true).expect("nonblocking");
+                        requests += 1;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("non-reader write: {e}"),
+                }
+            }
+        }
+        rounds += 1;
+        thread::sleep(Duration::from_millis(20));
+    }
+    for k in 0..16 {
+        let key = format!("big{k}");
+        assert!(c.get_is(&key, Some(&val(&key, 100_000))).expect("get"));
+    }
+    drop(conns);
+    wait_conns_at_most(addr, 2, Duration::from_secs(30));
+    assert_no_evictions(addr);
+    // The README: a 16 KiB read buffer and about 256 KiB of unsent replies each, and
+    // a reply is cut at a value: one 100 KB value more.
+    let bound = rss_bound_kib(64) + 50 * (CONN_KIB + UNSENT_KIB + 100);
+    let (_s, rep, peak) = w.finish("non-readers", bound);
+    rep.assert_kept(addr);
+    report(&format!(
+        "non-readers: 50 connections, {requests} gets of 1.6 MB pipelined and never read; {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        rep.summary()
+    ));
+}
+
+/// 1,000 connects a second for the case's duration, from 2 threads: each connection
+/// stores or reads one key of its thread's and closes, by FIN, by `quit`, by a reset,
+/// or with its reply unread.
+#[test]
+fn soak_connection_churn_1000_per_second() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64"], false);
+    let addr = w.addr();
+    let secs = duration(4);
+    let churners: Vec<JoinHandle<(u64, LastValues)>> = (0..2u64)
+        .map(|t| {
+            thread::spawn(move || {
+                let per_sec = 500u64;
+                let start = Instant::now();
+                let total = per_sec * secs.as_secs();
+                let mut last: Vec<Option<Vec<u8>>> = vec![None; 100];
+                let mut done = 0u64;
+                while done < total && start.elapsed() < secs + Duration::from_secs(60) {
+                    // Pacing: connection number `done` is due at done / per_sec.
+                    let due = start + Duration::from_micros(done * 1_000_000 / per_sec);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        thread::sleep(wait);
+                    }
+                    let mut c = Raw::connect(addr).expect("churn connect");
+                    let slot = (done % 100) as usize;
+                    let key = format!("churn{t}x{slot}");
+                    match done % 4 {
+                        0 => {
+                            let data = val(&format!("{key}.{done}"), 50);
+                            c.set(&key, &data).expect("churn set");
+                            last[slot] = Some(data);
+                        }
+                        1 => {
+                            c.get_is(&key, last[slot].as_deref()).expect("churn get");
+                            c.send(b"quit\r\n").expect("quit");
+                        }
+                        2 => {
+                            c.get_is(&key, last[slot].as_deref()).expect("churn get");
+                            let s = socket2::SockRef::from(&c.s);
+                            s.set_linger(Some(Duration::ZERO)).expect("linger");
+                        }
+                        _ => {
+                            c.send(format!("get {key}\r\n").as_bytes()).expect("send");
+                        }
+                    }
+                    drop(c);
+                    done += 1;
+                }
+                (done, last)
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    let results: Vec<_> = churners
+        .into_iter()
+        .map(|h| h.join().expect("churn thread"))
+        .collect();
+    let took = t0.elapsed();
+    let connects: u64 = results.iter().map(|r| r.0).sum();
+    let mut c = Raw::connect(addr).expect("connect");
+    for (t, (_, last)) in results.iter().enumerate() {
+        for (slot, want) in last.iter().enumerate() {
+            let hit = c
+                .get_is(&format!("churn{t}x{slot}"), want.as_deref())
+                .expect("get");
+            assert_eq!(hit, want.is_some());
+        }
+    }
+    let total = c.stat("total_connections");
+    assert!(total >= connects, "total_connections {total} < {connects}");
+    drop(c);
+    wait_conns_at_most(addr, 1, Duration::from_secs(30));
+    assert_no_evictions(addr);
+    let bound = rss_bound_kib(64) + 1000 * CONN_KIB;
+    let (_s, rep, peak) = w.finish("churn", bound);
+    rep.assert_kept(addr);
+    let rate = connects as f64 / took.as_secs_f64();
+    report(&format!(
+        "churn: {connects} connections in {:.1} s ({rate:.0}/s); {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        took.as_secs_f64(),
+        rep.summary()
+    ));
+    assert!(
+        rate >= 500.0,
+        "churn reached only {rate:.0} connects/s (target 1000)"
+    );
+}
+
+/// A client killed in the middle of a value: a set whose data stops halfway (the
+/// first half holding what looks like a whole `set` of the same key), then the
+/// socket is closed (FIN) or reset (RST). The key keeps its previous value exactly;
+/// a key with none stays a miss; the connections are released.
+#[test]
+fn soak_client_killed_in_the_middle_of_a_value() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64"], false);
+    let addr = w.addr();
+    let mut c = Raw::connect(addr).expect("connect");
+    let end = Instant::now() + duration(3);
+    let mut i = 0u64;
+    while Instant::now() < end && i < 1_000_000 {
+        let key = format!("torn{}", i % 500);
+        let old = (!i.is_multiple_of(3))
+            .then(|| val(&format!("{key}.{i}"), 1000 + (i % 7) as usize * 3000));
+        match &old {
+            Some(v) => c.set(&key, v).expect("set"),
+            None => {
+                c.send(format!("delete {key}\r\n").as_bytes())
+                    .expect("delete");
+                let r = c.read_n(1).expect("delete reply");
+                let rest: &[u8] = if r == b"D" {
+                    b"ELETED\r\n"
+                } else {
+                    b"OT_FOUND\r\n"
+                };
+                c.expect(rest).expect("delete reply");
+            }
+        }
+        let len = if i.is_multiple_of(2) { 200_000 } else { 2000 };
+        let mut data = val(&format!("{key}.new{i}"), len);
+        let inject = format!("\r\nset {key} 0 0 1\r\nX\r\n");
+        data[100..100 + inject.len()].copy_from_slice(inject.as_bytes());
+        let mut k = Raw::connect(addr).expect("connect");
+        k.send(format!("set {key} 0 0 {len}\r\n").as_bytes())
+            .expect("send header");
+        k.send(&data[..len / 2]).expect("send half");
+        if i % 4 >= 2 {
+            socket2::SockRef::from(&k.s)
+                .set_linger(Some(Duration::ZERO))
+                .expect("linger");
+        }
+        drop(k);
+        let hit = c.get_is(&key, old.as_deref()).expect("get");
+        assert_eq!(hit, old.is_some(), "{key}: previous value lost");
+        i += 1;
+    }
+    wait_conns_at_most(addr, 2, Duration::from_secs(30));
+    // And once the server has dropped them all, still the same.
+    assert_no_evictions(addr);
+    let bound = rss_bound_kib(64) + 10 * (CONN_KIB + 200);
+    let (_s, rep, peak) = w.finish("killed mid-value", bound);
+    rep.assert_kept(addr);
+    report(&format!(
+        "killed mid-value: {i} clients killed halfway (FIN and RST, 2 KB and 200 KB values); {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        rep.summary()
+    ));
+}
+
+/// Values at the `-I` limit (the largest that memcached counts as fitting) are
+/// stored and read back; one byte more, and a value of `-I` bytes, are refused with
+/// memcached's error, the old value gone, the connection in sync. 2 threads, for
+/// the case's duration.
+#[test]
+fn soak_values_at_and_over_the_item_size_limit() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64", "-I", "1m"], false);
+    let addr = w.addr();
+    let secs = duration(3);
+    let workers: Vec<JoinHandle<u64>> = (0..2u64)
+        .map(|t| {
+            thread::spawn(move || {
+                let mut c = Raw::connect(addr).expect("connect");
+                let end = Instant::now() + secs;
+                let mut rounds = 0u64;
+                while Instant::now() < end && rounds < 100_000 {
+                    let key = format!("lim{t}");
+                    let overhead = memcrab_limits::memcached_item_bytes(key.len(), 0, 0, true);
+                    let max = (1 << 20) - overhead;
+                    let fits = val(&format!("{key}.{rounds}"), max);
+                    c.set(&key, &fits).expect("set at -I");
+                    assert!(c.get_is(&key, Some(&fits)).expect("get"));
+                    for over in [max + 1, 1 << 20] {
+                        c.send(&store("set", &key, 0, 0, &val("over", over)))
+                            .expect("send");
+                        c.expect(b"SERVER_ERROR object too large for cache\r\n")
+                            .expect("refusal");
+                        c.send(common::MARKER).expect("marker");
+                        c.expect(common::MARKER_REPLY).expect("in sync");
+                        // memcached unlinks the old value when a set is refused.
+                        assert!(!c.get_is(&key, None).expect("get"));
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    let rounds: u64 = workers.into_iter().map(|h| h.join().expect("worker")).sum();
+    assert_no_evictions(addr);
+    let bound = rss_bound_kib(64) + 3 * (CONN_KIB + 2 * 1024);
+    let (_s, rep, peak) = w.finish("item size limit", bound);
+    rep.assert_kept(addr);
+    report(&format!(
+        "item size limit: {rounds} rounds (a value at -I 1m stored and read, -I+1 and -I bytes refused); {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        rep.summary()
+    ));
+    assert!(rounds > 0);
+}
+
+/// `kill -9` of the server while 8 clients and the probe keep going, then a new
+/// server on the same port: the clients see resets, connect again, and go on; no
+/// request hangs (a timeout fails the test); every client is answered after the
+/// restart; a get returns a miss or exactly the last value acknowledged.
+#[test]
+fn soak_kill_9_under_load_and_restart_on_the_same_port() {
+    let _g = serial();
+    let mut w = Watched::start(&["-m", "64"], true);
+    let port = w.server.port();
+    let addr = w.addr();
+    let generation = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let secs = duration(4);
+    let clients: Vec<JoinHandle<(u64, u64, u64)>> = (0..8u64)
+        .map(|t| {
+            let generation = generation.clone();
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut rng = Rng(0x9e37_79b9 + t);
+                let mut last: Vec<Option<Vec<u8>>> = vec![None; 200];
+                let mut conn: Option<Raw> = None;
+                let (mut ops, mut errors, mut after) = (0u64, 0u64, 0u64);
+                let hard_stop = Instant::now() + Duration::from_secs(3600);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < hard_stop {
+                    let gen = generation.load(Ordering::SeqCst);
+                    let c = match conn.as_mut() {
+                        Some(c) => c,
+                        None => match Raw::connect(addr) {
+                            Ok(c) => conn.insert(c),
+                            Err(e) => {
+                                assert!(!is_timeout(&e), "connect timed out: {e}");
+                                errors += 1;
+                                thread::sleep(Duration::from_millis(2));
+                                continue;
+                            }
+                        },
+                    };
+                    let slot = rng.below(200) as usize;
+                    let key = format!("k9c{t}x{slot}");
+                    let step = if rng.below(2) == 0 {
+                        let data = val(&format!("{key}.{ops}"), 10 + rng.below(5000) as usize);
+                        // Unknown until acknowledged: the set may or may not land.
+                        last[slot] = None;
+                        c.set(&key, &data).map(|()| last[slot] = Some(data))
+                    } else {
+                        c.get_is(&key, last[slot].as_deref()).map(|_| ())
+                    };
+                    match step {
+                        Ok(()) => {
+                            ops += 1;
+                            if gen == 1 {
+                                after += 1;
+                            }
+                        }
+                        Err(e) => {
+                            assert!(!is_timeout(&e), "client {t}: a request hung: {e}");
+                            errors += 1;
+                            conn = None;
+                        }
+                    }
+                }
+                (ops, errors, after)
+            })
+        })
+        .collect();
+    // Load for half the time, then kill -9 with everything in flight.
+    let half = Instant::now() + secs / 2;
+    while Instant::now() < half {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let rss_first = rss_of(w.server.pid()).unwrap_or(0);
+    w.server.signal("KILL");
+    w.server.wait_exit(Duration::from_secs(10));
+    let killed = Instant::now();
+    let port_arg = format!("127.0.0.1:{port}");
+    let (restarted, _) = Server::listen(&["-l", &port_arg, "-m", "64"]);
+    let restart_took = killed.elapsed();
+    w.pid.store(restarted.pid(), Ordering::SeqCst);
+    generation.store(1, Ordering::SeqCst);
+    // Every client answered by the new server.
+    let end = Instant::now() + secs / 2;
+    while Instant::now() < end {
+        thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let results: Vec<(u64, u64, u64)> = clients
+        .into_iter()
+        .map(|h| h.join().expect("client"))
+        .collect();
+    for (t, (_, _, after)) in results.iter().enumerate() {
+        assert!(*after > 0, "client {t} got no reply after the restart");
+    }
+    let ops: u64 = results.iter().map(|r| r.0).sum();
+    let errors: u64 = results.iter().map(|r| r.1).sum();
+    let bound = rss_bound_kib(64) + 10 * CONN_KIB;
+    let Watched {
+        server: old,
+        probe,
+        rss,
+        pid: _,
+    } = w;
+    drop(old);
+    let rep = probe.finish();
+    let peak = rss.finish().max(rss_first);
+    rep.assert_responsive("kill -9", 20);
+    assert!(
+        peak <= bound,
+        "kill -9: peak RSS {peak} KiB over {bound} KiB"
+    );
+    assert_eq!(tcp_addr(&restarted), addr);
+    report(&format!(
+        "kill -9: 8 clients, {ops} requests answered, {errors} resets/refusals, restart took {:.0} ms; {}, {} probe errors; peak RSS {peak} KiB (bound {bound} KiB)",
+        restart_took.as_secs_f64() * 1e3,
+        rep.summary(),
+        rep.errors
+    ));
+}
+
+/// Memory-limit pressure: 4 clients store values of mixed sizes (10 B to 200 KB)
+/// under 20,000 keys each into `-m 64`, about 1 GB live, so eviction never stops,
+/// and read their keys back: a miss (evicted) or exactly the last value stored.
+/// 20 s in the short version, 10 minutes in scripts/soak.
+#[test]
+fn soak_memory_limit_pressure_with_mixed_sizes() {
+    let _g = serial();
+    let w = Watched::start(&["-m", "64"], false);
+    let addr = w.addr();
+    let secs = duration(20);
+    let workers: Vec<JoinHandle<(u64, u64, u64, u64)>> = (0..4u64)
+        .map(|t| {
+            thread::spawn(move || {
+                let mut rng = Rng(0x1234_5678 + t);
+                let mut c = Raw::connect(addr).expect("connect");
+                // (version, length): the value is made again to compare.
+                let mut last: Vec<Option<(u64, usize)>> = vec![None; 20_000];
+                let (mut sets, mut hits, mut misses, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+                let end = Instant::now() + secs;
+                while Instant::now() < end && sets < 100_000_000 {
+                    let slot = rng.below(20_000) as usize;
+                    let key = format!("mp{t}x{slot}");
+                    if rng.below(3) == 0 {
+                        let want = last[slot].map(|(v, len)| val(&format!("{key}.{v}"), len));
+                        if c.get_is(&key, want.as_deref()).expect("get") {
+                            hits += 1;
+                        } else {
+                            misses += 1;
+                            // Evicted: anything later is a new acknowledgement.
+                            last[slot] = None;
+                        }
+                    } else {
+                        let len = match rng.below(100) {
+                            0..=69 => 10 + rng.below(1000),
+                            70..=94 => 1000 + rng.below(15_000),
+                            _ => 16_000 + rng.below(184_000),
+                        } as usize;
+                        let data = val(&format!("{key}.{sets}"), len);
+                        c.set(&key, &data).expect("set");
+                        bytes += len as u64;
+                        last[slot] = Some((sets, len));
+                        sets += 1;
+                    }
+                }
+                (sets, hits, misses, bytes)
+            })
+        })
+        .collect();
+    let results: Vec<_> = workers
+        .into_iter()
+        .map(|h| h.join().expect("worker"))
+        .collect();
+    let sets: u64 = results.iter().map(|r| r.0).sum();
+    let hits: u64 = results.iter().map(|r| r.1).sum();
+    let misses: u64 = results.iter().map(|r| r.2).sum();
+    let bytes: u64 = results.iter().map(|r| r.3).sum();
+    let mut c = Raw::connect(addr).expect("connect");
+    let evictions = c.stat("evictions");
+    assert!(evictions > 0, "no eviction: the case did not press on -m");
+    let bound = rss_bound_kib(64) + 6 * CONN_KIB;
+    let (_s, rep, peak) = w.finish("memory pressure", bound);
+    report(&format!(
+        "memory pressure -m 64: {sets} sets ({} MB), {hits} hits, {misses} misses, {evictions} evictions in {} s; {}; peak RSS {peak} KiB (bound {bound} KiB)",
+        bytes >> 20,
+        secs.as_secs(),
+        rep.summary()
+    ));
+}
