@@ -55,6 +55,10 @@ pub struct Conn {
     may_read: bool,
     /// The peer closed its side; serve what is buffered, then close.
     eof: bool,
+    /// A readiness event said the peer closed its side: read until the EOF even
+    /// after a short read. The data and the FIN often come in one edge-triggered
+    /// event, and no further event comes for a FIN already reported.
+    read_closed: bool,
     /// `quit`: close once the pending output is written.
     quit: bool,
     /// The request state: protocol, authentication, a refused value being
@@ -74,6 +78,7 @@ impl Conn {
             wpos: 0,
             may_read: true,
             eof: false,
+            read_closed: false,
             quit: false,
             session,
         }
@@ -85,6 +90,13 @@ impl Conn {
 
     pub fn set_readable(&mut self) {
         self.may_read = true;
+    }
+
+    /// The peer closed its side (the event's read-closed flag): keep reading to the
+    /// EOF.
+    pub fn set_read_closed(&mut self) {
+        self.may_read = true;
+        self.read_closed = true;
     }
 
     /// Replies not yet sent, or (TLS) records the stream holds for the socket.
@@ -183,8 +195,9 @@ impl Conn {
                     self.rend += n;
                     // A short read drained the socket: the next readable event says
                     // when more arrives. This saves the extra read that would only
-                    // return WouldBlock.
-                    if n < space {
+                    // return WouldBlock. Not after a read-closed event: the EOF is
+                    // still to be read, and no event will say so again.
+                    if n < space && !self.read_closed {
                         self.may_read = false;
                     }
                     self.info

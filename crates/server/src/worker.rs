@@ -128,7 +128,9 @@ impl Worker {
                 let Some(conn) = conns.get_mut(idx).and_then(Option::as_mut) else {
                     continue;
                 };
-                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                if ev.is_read_closed() || ev.is_error() {
+                    conn.set_read_closed();
+                } else if ev.is_readable() {
                     conn.set_readable();
                 }
                 self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
