@@ -20,7 +20,7 @@
 //! The tests' names start with `soak_` so that scripts/test can run them in a step
 //! of their own (and `--skip soak_` them in the workspace run).
 //!
-//! `cargo test --test soak` runs the short version (a few seconds a case, about 45 s
+//! `cargo test --test soak` runs the short version (a few seconds a case, about 40 s
 //! in all on 2 slow cores; the cases run one at a time). `scripts/soak` runs the long
 //! one: `MEMCRAB_SOAK_SECS` sets each case's duration, `MEMCRAB_SOAK_CONNS` the
 //! concurrent connections (10,000 unless the fd limit is lower), and
@@ -521,7 +521,7 @@ fn soak_ten_thousand_concurrent_connections() {
     let mut stats = Raw::connect(addr).expect("connect");
     let open = stats.stat("curr_connections");
     assert!(open >= n as u64, "curr_connections {open}, want {n}");
-    let end = Instant::now() + duration(4);
+    let end = Instant::now() + duration(3);
     let mut round = 0usize;
     let mut gets = 0u64;
     while Instant::now() < end && round < 1_000_000 {
@@ -586,7 +586,7 @@ fn soak_one_hundred_slowloris_connections() {
             (Raw::connect(addr).expect("connect"), body, 0)
         })
         .collect();
-    let end = Instant::now() + duration(4);
+    let end = Instant::now() + duration(3);
     let mut ticks = 0u64;
     let mut closed = 0usize;
     while Instant::now() < end && ticks < 1_000_000 {
@@ -650,7 +650,7 @@ fn soak_fifty_clients_pipeline_large_gets_and_never_read() {
             s
         })
         .collect();
-    let end = Instant::now() + duration(4);
+    let end = Instant::now() + duration(3);
     let mut requests = 0u64;
     let mut rounds = 0u64;
     while Instant::now() < end && rounds < 1_000_000 {
@@ -702,7 +702,7 @@ fn soak_connection_churn_1000_per_second() {
     let _g = serial();
     let w = Watched::start(&["-m", "64"], false);
     let addr = w.addr();
-    let secs = duration(4);
+    let secs = duration(3);
     let churners: Vec<JoinHandle<(u64, LastValues)>> = (0..2u64)
         .map(|t| {
             thread::spawn(move || {
@@ -905,7 +905,7 @@ fn soak_kill_9_under_load_and_restart_on_the_same_port() {
     let addr = w.addr();
     let generation = Arc::new(AtomicU32::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let secs = duration(4);
+    let secs = duration(3);
     let clients: Vec<JoinHandle<(u64, u64, u64)>> = (0..8u64)
         .map(|t| {
             let generation = generation.clone();
