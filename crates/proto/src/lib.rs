@@ -29,11 +29,14 @@
 //!   ├── text/
 //!   │   ├── mod.rs         parse: find the line, tokenize, dispatch; the classic
 //!   │   │                  commands (get, set, delete, incr, ...) and the admin ones
-//!   │   │                  ──► token, config, request, meta, admin, num, memcrab_limits
+//!   │   │                  ──► token, config, request, meta, admin, watch, num,
+//!   │   │                      memcrab_limits
 //!   │   ├── request.rs     Request, StoreCmd, Keys; Error and the Action it asks of
 //!   │   │                  the connection    ──► meta (Request::Meta), admin (Request::Admin)
-//!   │   ├── admin.rs       Admin (lru_crawler, slabs, lru), Classes, CrawlKind, Float
-//!   │   │                                              ──► num
+//!   │   ├── admin.rs       Admin (lru_crawler, slabs, lru, watch), Classes, CrawlKind,
+//!   │   │                  Float                       ──► num
+//!   │   ├── watch.rs       `watch`'s event types and memcached's log lines
+//!   │   │                                              ──► reply, request (StoreCmd)
 //!   │   ├── meta/
 //!   │   │   ├── mod.rs     meta::parse (returns Parsed), Meta, Flags, SetMode, the
 //!   │   │   │              error lines

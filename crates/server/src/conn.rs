@@ -6,6 +6,8 @@
 //!   socket ──read──► rbuf[rpos..rend] ──Session::serve──► wbuf ──write (one)──► socket
 //! ```
 //!
+//! A connection that sent `watch` becomes a log stream instead ([`Conn::drive_watch`]).
+//!
 //! Every request already buffered is served in one batch and all their replies are
 //! written with a single `write`: one send per batch, not per request. Memory per
 //! connection is bounded: the read buffer holds at most one request (a value is at
@@ -17,10 +19,13 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
+
 use crate::exec::Ctx;
 use crate::net::Stream;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
+use crate::watch::Watcher;
 
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;
@@ -34,6 +39,9 @@ pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 pub enum Next {
     /// Wait for the socket to become readable or writable.
     Wait,
+    /// As `Wait`, and the connection has just become a `watch` stream: drive it
+    /// whenever the worker's waker fires (the watch hub wakes it for new lines).
+    Watching,
     /// It used its `-R` budget with requests still buffered: drive it again soon.
     Yield,
     /// Close it.
@@ -64,6 +72,10 @@ pub struct Conn {
     /// The request state: protocol, authentication, a refused value being
     /// discarded, a suspended multi-get.
     session: Session,
+    /// `watch`: the connection is a log stream (see [`Conn::drive_watch`]).
+    watcher: Option<Watcher>,
+    /// Why it closes, should it close now (`watch connevents`' `reason`).
+    close_reason: CloseReason,
 }
 
 impl Conn {
@@ -81,7 +93,21 @@ impl Conn {
             read_closed: false,
             quit: false,
             session,
+            watcher: None,
+            close_reason: CloseReason::Error,
         }
+    }
+
+    /// Whether the connection is a `watch` stream.
+    pub fn is_watching(&self) -> bool {
+        self.watcher.is_some()
+    }
+
+    /// Why the connection is closing, as memcached names it: `normal` after the
+    /// client's EOF or `quit`, `shutdown` after the `shutdown` command, `error` for
+    /// anything else (a protocol error, an I/O error, a watcher).
+    pub fn close_reason(&self) -> CloseReason {
+        self.close_reason
     }
 
     pub fn stream(&mut self) -> &mut Stream {
@@ -106,11 +132,24 @@ impl Conn {
 
     /// Runs the connection as far as it can go without blocking.
     pub fn drive(&mut self, cx: &Ctx<'_>, reqs_per_event: usize) -> Next {
+        let cx = &cx.on(self.info.fd);
+        if self.watcher.is_some() {
+            return self.drive_watch(cx);
+        }
         let mut budget = reqs_per_event;
         loop {
             let stop = self.serve(cx, &mut budget);
             if stop == Stop::Close {
+                if cx.server.shutting_down() {
+                    self.close_reason = CloseReason::Shutdown;
+                }
                 return Next::Close;
+            }
+            if let Stop::Watch(_) = stop {
+                return match self.drive_watch(cx) {
+                    Next::Wait => Next::Watching,
+                    next => next,
+                };
             }
             if self.has_output() {
                 match self.flush(cx) {
@@ -188,6 +227,7 @@ impl Conn {
                 Ok(0) => {
                     self.eof = true;
                     self.may_read = false;
+                    self.close_reason = CloseReason::Normal;
                     return Ok(true);
                 }
                 Ok(n) => {
@@ -250,17 +290,101 @@ impl Conn {
         if self.quit {
             return Stop::Quit;
         }
-        let served = self.session.serve(
-            &self.rbuf[self.rpos..self.rend],
-            cx,
-            &mut self.wbuf,
-            budget,
-            self.wpos + OUTPUT_HIGH_WATER,
-        );
-        self.rpos += served.consumed;
-        if served.stop == Stop::Quit {
-            self.quit = true;
+        loop {
+            let served = self.session.serve(
+                &self.rbuf[self.rpos..self.rend],
+                cx,
+                &mut self.wbuf,
+                budget,
+                self.wpos + OUTPUT_HIGH_WATER,
+            );
+            self.rpos += served.consumed;
+            match served.stop {
+                Stop::Quit => {
+                    self.quit = true;
+                    self.close_reason = CloseReason::Normal;
+                }
+                Stop::Hangup => self.quit = true,
+                Stop::Watch(events) if !self.start_watch(cx, events) => continue,
+                _ => {}
+            }
+            return served.stop;
         }
-        served.stop
+    }
+
+    /// Turns the connection into a log stream of `events`; false (with memcached's
+    /// reply queued, and the connection serving on) when that cannot be done.
+    fn start_watch(&mut self, cx: &Ctx<'_>, events: u16) -> bool {
+        let Some(waker) = cx.server.worker_waker(cx.worker) else {
+            self.wbuf.extend_from_slice(watch_reply::FAILED);
+            return false;
+        };
+        let Some(watcher) = cx.server.watch.watch(events, waker) else {
+            self.wbuf.extend_from_slice(watch_reply::TOO_MANY);
+            return false;
+        };
+        self.watcher = Some(watcher);
+        // What the client sent after `watch` is never served, as in memcached.
+        self.rpos = self.rend;
+        true
+    }
+
+    /// A `watch` stream: moves the log lines waiting for it to the socket (taking more
+    /// only while less than [`OUTPUT_HIGH_WATER`] is unsent, so a watcher that does
+    /// not read falls behind in the hub instead of growing here), and reads only to
+    /// notice the client closing: memcached ignores what a watcher sends. The hub
+    /// wakes the worker when lines arrive; a writable socket brings it back too.
+    fn drive_watch(&mut self, cx: &Ctx<'_>) -> Next {
+        // memcached closes a watcher as `error`, whatever ended it.
+        self.close_reason = CloseReason::Error;
+        loop {
+            let mut progress = false;
+            if self.unsent() < OUTPUT_HIGH_WATER {
+                if let Some(w) = &self.watcher {
+                    progress |= w.drain_into(&mut self.wbuf);
+                }
+            }
+            if self.has_output() {
+                let unsent = self.unsent();
+                if self.flush(cx).is_err() {
+                    return Next::Close;
+                }
+                // Room was made: there may be more to take. (Stopping here would wait
+                // for a writable edge that never comes, the socket having room, and
+                // the hub wakes a watcher only after it drained.)
+                progress |= self.unsent() < unsent;
+            }
+            if self.may_read {
+                match self.discard_input(cx) {
+                    Ok(true) => progress = true,
+                    Ok(false) => {}
+                    Err(_) => return Next::Close,
+                }
+            }
+            if !progress {
+                return Next::Wait;
+            }
+        }
+    }
+
+    /// Reads and drops what a watcher sent. Ok(true) when bytes came; an error at
+    /// EOF.
+    fn discard_input(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    cx.counters.bytes_read.add(n as u64);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.may_read = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 }

@@ -69,13 +69,13 @@ pub fn accept_loop(
                 let accepted = match l {
                     Listener::Tcp { sock, .. } => sock.accept().map(|(s, a)| {
                         let _ = s.set_nodelay(true);
-                        (Stream::Tcp(s), format!("tcp:{a}"))
+                        (Stream::Tcp(s), format!("tcp:{a}"), Some(a))
                     }),
                     Listener::Unix(u) => u
                         .accept()
-                        .map(|(s, _)| (Stream::Unix(s), listen_addr.clone())),
+                        .map(|(s, _)| (Stream::Unix(s), listen_addr.clone(), None)),
                 };
-                let (mut stream, addr) = match accepted {
+                let (mut stream, addr, peer) = match accepted {
                     Ok(x) => x,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -116,6 +116,7 @@ pub fn accept_loop(
                     addr,
                     listen_addr: Some(listen_addr.clone()),
                     last_cmd: AtomicU32::new(server.engine.clock().now()),
+                    peer,
                 });
                 server.conns.lock().insert(fd, Arc::clone(&info));
                 let (tx, waker) = &workers[next_worker % workers.len()];
@@ -142,6 +143,7 @@ pub fn register_listeners(server: &Server, listeners: &[Listener]) {
                 addr: l.local_addr_text(),
                 listen_addr: None,
                 last_cmd: AtomicU32::new(server.engine.clock().now()),
+                peer: None,
             }),
         );
     }

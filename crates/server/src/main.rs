@@ -30,7 +30,9 @@
 //!   stats.rs      the `stats` report writer
 //!   handoff.rs    acceptor → worker: NewConn and the waker token
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
-//!                 users), reload (SIGHUP)
+//!                 users, the watch hub), reload (SIGHUP)
+//!   watch.rs      `watch`: the hub of log streams (who watches what, bounded
+//!                 per-watcher queues, waking the watcher's worker), evictions' lines
 //!   service.rs    -u, -d, -P, -r: leaving root, daemonizing, the pid file
 //!   tunables.rs   what admin commands set at run time (lru_crawler, slabs, lru)
 //!   prefix.rs     `stats detail`: per key prefix counters
@@ -39,6 +41,7 @@
 //!   counters.rs   per-worker request counters
 //!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*
 //!   auth.rs       SASL PLAIN and -Y password files
+//!   slab.rs       memcached's slab classes (`me`'s cls, `watch`'s clsid)
 //! ```
 
 mod auth;
@@ -53,10 +56,12 @@ mod request;
 mod server;
 mod service;
 mod settings;
+mod slab;
 mod stats;
 mod tls;
 mod tunables;
 mod udp;
+mod watch;
 mod worker;
 
 use std::sync::Arc;
@@ -185,6 +190,18 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     };
     let server = Arc::new(Server::new(settings, engine, tls));
     let s = &server.settings;
+    // `watch evictions`: the engine reports each eviction to the hub.
+    server
+        .engine
+        .set_eviction_listener(Arc::new(watch::EvictionReport {
+            hub: Arc::clone(&server.watch),
+            clock: Arc::clone(&clock),
+            classes: slab::Classes {
+                chunk_size: s.chunk_size,
+                growth_factor: s.growth_factor,
+                use_cas: s.use_cas,
+            },
+        }));
 
     // TCP and UDP as root (ports below 1024), the unix socket as the -u user.
     let mut listeners = match s.unix_socket {

@@ -26,6 +26,8 @@
 
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::num::safe_strtoul;
+use memcrab_proto::text::admin::Admin;
+use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
@@ -62,8 +64,13 @@ pub enum Stop {
     Budget,
     /// The output is over its limit (a multi-get may be suspended): send first.
     OutputFull,
-    /// Send what is pending, then close; the rest of the input is dropped.
+    /// Send what is pending, then close; the rest of the input is dropped (`quit`).
     Quit,
+    /// As `Quit`, after a request that cannot be served (`Flow::Hangup`).
+    Hangup,
+    /// `watch` was accepted for these event types: the connection becomes a log
+    /// stream. Its input after the `watch` line is never served.
+    Watch(u16),
     /// Close now, without sending anything more.
     Close,
 }
@@ -177,7 +184,7 @@ impl Session {
         }
         match self.proto {
             Proto::Ascii => match text::parse(input, &self.cfg) {
-                Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
+                Some(parsed) => self.run_text(parsed, &[], input, cx, out, out_limit),
                 None => Step::NeedMore,
             },
             Proto::Binary => self.binary_step(input, cx, out),
@@ -253,7 +260,8 @@ impl Session {
                         next2 = parse_ahead(&input[end..], &self.cfg, cx);
                     }
                 }
-                let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
+                let step =
+                    self.run_text((parsed, consumed), &input[..pos], rest, cx, out, out_limit);
                 if !matches!(
                     step,
                     Step::Done {
@@ -282,11 +290,16 @@ impl Session {
             match flow {
                 Flow::Next | Flow::Swallow(_) => {}
                 Flow::Suspend => break Stop::OutputFull,
-                Flow::Quit | Flow::Hangup => {
+                Flow::Quit => {
                     pos = input.len();
                     break Stop::Quit;
                 }
+                Flow::Hangup => {
+                    pos = input.len();
+                    break Stop::Hangup;
+                }
                 Flow::Close => break Stop::Close,
+                Flow::Watch(events) => break Stop::Watch(events),
             }
         };
         Served {
@@ -295,18 +308,26 @@ impl Session {
         }
     }
 
-    /// Executes a parsed text request (or answers its parse error). `available` is
-    /// the input's length, all of which a [`Flow::Hangup`] consumes.
+    /// Executes a parsed text request (or answers its parse error). `input` starts
+    /// with the request (a [`Flow::Hangup`] consumes all of it); `before` is what this
+    /// batch served before it (`watch` looks).
     #[inline]
     fn run_text(
         &mut self,
         (parsed, consumed): text::Parsed<'_>,
-        available: usize,
+        before: &[u8],
+        input: &[u8],
         cx: &Ctx<'_>,
         out: &mut Vec<u8>,
         out_limit: usize,
     ) -> Step {
+        let available = input.len();
         let (consumed, flow) = match parsed {
+            Ok(Request::Admin(Admin::Watch { events, noreply })) => {
+                let stacked = replies_stacked(before, &self.cfg);
+                let flow = exec::admin::watch(events, noreply, stacked, cx, out);
+                (consumed, flow)
+            }
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),
                 Flow::Swallow(n) => {
@@ -488,6 +509,30 @@ impl Session {
         self.auth_reply_at = Some(out.len());
         out.extend_from_slice(reply);
     }
+}
+
+/// memcached's `resp_has_stack` at a `watch` that follows `before` in one batch:
+/// does memcached still hold replies of those requests? A text get or `mn` writes
+/// every reply so far out at once; any other request leaves its reply (even an empty
+/// `noreply` one) queued. Called only for `watch`: `before` is parsed again.
+fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
+    let mut stacked = false;
+    let mut pos = 0;
+    while let Some((parsed, consumed)) = before.get(pos..).and_then(|b| text::parse(b, cfg)) {
+        pos += consumed;
+        // A refused data block follows its line; it was discarded, not parsed.
+        pos += match &parsed {
+            Ok(Request::TooLarge { swallow, .. })
+            | Ok(Request::Meta(Meta::SetTooLarge { swallow, .. }))
+            | Ok(Request::Meta(Meta::Fail { swallow, .. })) => *swallow,
+            _ => 0,
+        };
+        stacked = !matches!(parsed, Ok(Request::Get { .. } | Request::Meta(Meta::Noop)));
+        if pos >= before.len() {
+            break;
+        }
+    }
+    stacked
 }
 
 /// Whether to look past a request: only gets and complete stores, the requests

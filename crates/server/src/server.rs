@@ -1,6 +1,7 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
-//! tune, `stats detail`'s counters, TLS, the shutdown switch, and `reload` (SIGHUP).
+//! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
+//! `reload` (SIGHUP).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -14,6 +15,7 @@ use crate::counters::{Counters, Totals};
 use crate::prefix::Prefixes;
 use crate::settings::Settings;
 use crate::tunables::Tunables;
+use crate::watch::Hub;
 
 /// The version memcrab reports: the memcached release whose protocol it implements,
 /// then its own, so that clients that gate features on the version number work.
@@ -30,6 +32,9 @@ pub struct ConnInfo {
     /// The clock second of the last command. Written by the owning worker, read by
     /// `stats conns` on any worker; Relaxed, as it is informational.
     pub last_cmd: AtomicU32,
+    /// A TCP client's address (`watch connevents`' rip and rport); None for a unix
+    /// socket client and for listeners.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 pub struct Server {
@@ -68,6 +73,8 @@ pub struct Server {
     pub tunables: Tunables,
     /// `stats detail` counters (see its docs for its lock).
     pub prefixes: Prefixes,
+    /// `watch`'s log streams (see its docs for its locks and atomics).
+    pub watch: Arc<Hub>,
 }
 
 impl Server {
@@ -83,6 +90,7 @@ impl Server {
             verbosity: AtomicU32::new(settings.verbose),
             tunables: Tunables::new(&settings),
             prefixes: Prefixes::new(settings.stat_prefix),
+            watch: Arc::new(Hub::new(settings.watcher_buf_bytes)),
             settings,
             engine,
             baseline: Mutex::default(),
@@ -159,6 +167,11 @@ impl Server {
                 eprintln!("memcrab: SIGHUP: {e}");
             }
         }
+    }
+
+    /// The waker of worker `id`'s event loop (None before the workers started).
+    pub fn worker_waker(&self, id: usize) -> Option<Arc<mio::Waker>> {
+        self.wakers.get()?.get(id + 1).cloned()
     }
 
     pub fn shutting_down(&self) -> bool {

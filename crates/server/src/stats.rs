@@ -208,6 +208,15 @@ fn general(server: &Server, out: &mut Vec<u8>) {
         "lru_crawler_starts",
         server.tunables.crawler_starts.load(Ordering::Relaxed),
     );
+    // `watch`'s counters. memcrab formats each event once on the worker that saw it,
+    // with no per-worker buffer to overflow: worker_dropped is always 0, and
+    // worker_written counts the events formatted for watchers.
+    let w = server.watch.stats();
+    stat(out, "log_worker_dropped", 0);
+    stat(out, "log_worker_written", w.written);
+    stat(out, "log_watcher_skipped", w.skipped);
+    stat(out, "log_watcher_sent", w.sent);
+    stat(out, "log_watchers", w.watchers);
     stat(out, "bytes", es.bytes);
     stat(out, "curr_items", es.curr_items);
     stat(out, "total_items", es.total_items);
@@ -315,6 +324,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "temp_lru", yes_no(lru.temp_lru));
     stat(out, "temporary_ttl", lru.temporary_ttl);
     stat(out, "idle_timeout", s.idle_timeout_secs);
+    stat(out, "watcher_logbuf_size", s.watcher_buf_bytes);
     stat(
         out,
         "track_sizes",

@@ -113,6 +113,7 @@ impl Port {
             addr,
             listen_addr: None,
             last_cmd: std::sync::atomic::AtomicU32::new(server.engine.clock().now()),
+            peer: None,
         });
         server.conns.lock().insert(fd, Arc::clone(&info));
         Ok(Port {
@@ -130,6 +131,7 @@ impl Port {
     /// Serves datagrams until the socket is drained (returns false) or the turn's
     /// quota is used (returns true: call again soon, as no new edge will come).
     pub fn serve(&mut self, cx: &Ctx<'_>) -> bool {
+        let cx = &cx.on(self.info.fd);
         for _ in 0..DATAGRAMS_PER_TURN {
             let (len, peer) = match self.sock.recv_from(&mut self.rbuf) {
                 Ok(x) => x,
@@ -426,7 +428,9 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'
                 tx.reply(out);
                 return;
             }
-            Flow::Close => return,
+            // A datagram cannot become a log stream: memcached's UDP `watch` is
+            // never answered, and nothing after it in the datagram either.
+            Flow::Close | Flow::Watch(_) => return,
         }
         tx.request_done(forces_write, pos < payload.len());
     }

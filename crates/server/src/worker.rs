@@ -17,6 +17,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use memcrab_proto::text::watch::{CloseReason, Transport};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::conn::{Conn, Next};
@@ -29,6 +30,16 @@ use crate::server::Server;
 const UDP_TOKENS: usize = usize::MAX / 2;
 /// How long shutdown waits for replies in flight to drain.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
+
+/// A worker's lists of connection slots that `drive` updates.
+struct Queues<'a> {
+    /// Slots free for new connections.
+    free: &'a mut Vec<usize>,
+    /// Connections to drive again this turn.
+    ready: &'a mut VecDeque<usize>,
+    /// Connections that are `watch` streams, driven whenever the waker fires.
+    watchers: &'a mut Vec<usize>,
+}
 
 pub struct Worker {
     pub id: usize,
@@ -46,10 +57,14 @@ impl Worker {
             server: &server,
             engine: &*server.engine,
             counters: &server.counters[self.id],
+            worker: self.id,
+            fd: -1,
         };
         let mut conns: Vec<Option<Conn>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut ready: VecDeque<usize> = VecDeque::new();
+        // The watch hub wakes this loop when lines arrive for these.
+        let mut watchers: Vec<usize> = Vec::new();
         let mut events = Events::with_capacity(1024);
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
@@ -90,6 +105,7 @@ impl Worker {
             }
             for ev in events.iter() {
                 if ev.token() == WAKE {
+                    ready.extend(watchers.iter().copied());
                     while let Ok(nc) = self.rx.try_recv() {
                         let idx = free.pop().unwrap_or_else(|| {
                             conns.push(None);
@@ -107,10 +123,13 @@ impl Worker {
                             )
                             .is_err()
                         {
-                            close(&server, conn);
+                            close(&server, conn, None);
                             free.push(idx);
                             continue;
                         }
+                        server
+                            .watch
+                            .conn_new(conn.info.peer, transport(&conn), conn.info.fd);
                         conns[idx] = Some(conn);
                         // Data may already be waiting; the edge may have passed.
                         ready.push_back(idx);
@@ -133,11 +152,21 @@ impl Worker {
                 } else if ev.is_readable() {
                     conn.set_readable();
                 }
-                self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
+                let q = Queues {
+                    free: &mut free,
+                    ready: &mut ready,
+                    watchers: &mut watchers,
+                };
+                self.drive(&cx, &mut conns, q, idx, reqs_per_event);
             }
             for _ in 0..ready.len() {
                 if let Some(idx) = ready.pop_front() {
-                    self.drive(&cx, &mut conns, &mut free, &mut ready, idx, reqs_per_event);
+                    let q = Queues {
+                        free: &mut free,
+                        ready: &mut ready,
+                        watchers: &mut watchers,
+                    };
+                    self.drive(&cx, &mut conns, q, idx, reqs_per_event);
                 }
             }
             udp_ready.retain(|&i| udp.get_mut(i).is_some_and(|p| p.serve(&cx)));
@@ -156,8 +185,7 @@ impl Worker {
         &self,
         cx: &Ctx<'_>,
         conns: &mut [Option<Conn>],
-        free: &mut Vec<usize>,
-        ready: &mut VecDeque<usize>,
+        q: Queues<'_>,
         idx: usize,
         reqs_per_event: usize,
     ) {
@@ -166,15 +194,20 @@ impl Worker {
         };
         match conn.drive(cx, reqs_per_event) {
             Next::Wait => {}
+            Next::Watching => q.watchers.push(idx),
             Next::Yield => {
                 cx.counters.conn_yields.incr();
-                ready.push_back(idx);
+                q.ready.push_back(idx);
             }
             Next::Close => {
                 if let Some(mut conn) = conns[idx].take() {
+                    if conn.is_watching() {
+                        q.watchers.retain(|&w| w != idx);
+                    }
                     let _ = self.poll.registry().deregister(conn.stream().source());
-                    close(cx.server, conn);
-                    free.push(idx);
+                    let reason = conn.close_reason();
+                    close(cx.server, conn, Some(reason));
+                    q.free.push(idx);
                 }
             }
         }
@@ -191,8 +224,10 @@ impl Worker {
     ) {
         let now = cx.engine.clock().now();
         for (idx, slot) in conns.iter_mut().enumerate() {
+            // A watcher sends nothing: memcached's idle timeout never closes one.
             let idle = slot.as_ref().is_some_and(|c| {
                 !c.has_output()
+                    && !c.is_watching()
                     && now
                         .saturating_sub(c.info.last_cmd.load(std::sync::atomic::Ordering::Relaxed))
                         > idle_secs
@@ -200,7 +235,7 @@ impl Worker {
             if idle {
                 if let Some(mut conn) = slot.take() {
                     let _ = self.poll.registry().deregister(conn.stream().source());
-                    close(cx.server, conn);
+                    close(cx.server, conn, Some(CloseReason::IdleTimeout));
                     free.push(idx);
                     cx.counters.idle_kicks.incr();
                 }
@@ -232,13 +267,29 @@ impl Worker {
         }
         for slot in conns.iter_mut() {
             if let Some(conn) = slot.take() {
-                close(cx.server, conn);
+                close(cx.server, conn, None);
             }
         }
     }
 }
 
-fn close(server: &Server, conn: Conn) {
+/// The transport `watch connevents` names for a stream connection.
+fn transport(conn: &Conn) -> Transport {
+    if conn.info.peer.is_some() {
+        Transport::Tcp
+    } else {
+        Transport::Local
+    }
+}
+
+/// Forgets a connection and closes its socket; `reason` (None at startup failures
+/// and shutdown, which memcached does not log) goes to `watch connevents`.
+fn close(server: &Server, conn: Conn, reason: Option<CloseReason>) {
+    if let Some(reason) = reason {
+        server
+            .watch
+            .conn_close(conn.info.peer, transport(&conn), reason, conn.info.fd);
+    }
     server.conns.lock().remove(&conn.info.fd);
     server
         .curr_connections

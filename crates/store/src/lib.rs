@@ -22,7 +22,8 @@
 //! each one's functions expect held:
 //!
 //! ```text
-//!   lib.rs          Engine, its options and results, Config, Stats, Walked, apply_delta
+//!   lib.rs          Engine, its options and results, Config, Stats, Walked, Evicted,
+//!                   EvictionListener, apply_delta
 //!   clock.rs        Clock, RelTime                                       none
 //!   seg/            the segment engine
 //!     mod.rs        Seg, its fields, the Engine impl (lock-free get)     none
@@ -69,6 +70,8 @@ pub mod reference;
 pub mod seg;
 
 pub use clock::{Clock, RelTime};
+
+use std::sync::Arc;
 
 /// How a storage request treats an existing item (protocol.txt "Storage commands").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,6 +341,30 @@ impl Default for Config {
     }
 }
 
+/// A live item an engine dropped to make room (an eviction: never an expired, flushed
+/// or deleted item), as an [`EvictionListener`] is shown it.
+#[derive(Clone, Copy, Debug)]
+pub struct Evicted<'a> {
+    pub key: &'a [u8],
+    pub value_len: usize,
+    pub flags: u32,
+    /// 0 = never.
+    pub exptime: RelTime,
+    /// Last access, as [`Item::atime`].
+    pub atime: RelTime,
+    /// As [`Item::fetched`].
+    pub fetched: bool,
+}
+
+/// Told of every eviction, once set with [`Engine::set_eviction_listener`] (the
+/// server's `watch evictions`). Engines call it on the evicting thread, at the moment
+/// of the eviction, with their own locks held and the item borrowed from the store:
+/// it must be quick, must not call the engine, and must not wait for anything that
+/// may wait for the engine. An engine without a listener pays one load per eviction.
+pub trait EvictionListener: Send + Sync {
+    fn evicted(&self, item: &Evicted<'_>);
+}
+
 /// An item's size as memcached counts it against `-I`. proto applies the same rule to
 /// incoming values; the engines apply it to append and prepend, which grow items.
 pub use memcrab_limits::memcached_item_bytes;
@@ -545,6 +572,10 @@ pub trait Engine: Send + Sync {
     /// reference engine walks each shard's item slots in order; a store gives the
     /// item a new slot, which may lie behind the walk.
     fn walk(&self, cursor: &mut WalkCursor, visit: &mut dyn FnMut(&Walked<'_>) -> bool);
+
+    /// Sets the [`EvictionListener`], once: a later call changes nothing and returns
+    /// `false`.
+    fn set_eviction_listener(&self, listener: Arc<dyn EvictionListener>) -> bool;
 
     /// Background upkeep, called about once a second by the server's ticker (frees
     /// the items of a delayed flush_all once it is due).

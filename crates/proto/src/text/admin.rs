@@ -1,7 +1,8 @@
 //! The admin commands operators and deployment scripts send: `lru_crawler` (crawls
-//! and key dumps), `slabs` (page moves, automove) and `lru` (LRU tuning), as
-//! memcached 1.6.18's `process_lru_crawler_command`, `process_slabs_command` and
-//! `process_lru_command` accept them. The parser ([`super::parse`]) builds these;
+//! and key dumps), `slabs` (page moves, automove), `lru` (LRU tuning) and `watch`
+//! (log streams), as memcached 1.6.18's `process_lru_crawler_command`,
+//! `process_slabs_command`, `process_lru_command` and `process_watch_command` accept
+//! them. The parser ([`super::parse`]) builds these;
 //! the server decides what each means for its engine and answers.
 //!
 //! Imports only [`crate::num`] (for class lists).
@@ -41,6 +42,10 @@ pub enum Admin {
     LruMode { segmented: bool, noreply: bool },
     /// `lru temp_ttl <seconds>`; negative turns the temporary LRU off.
     LruTempTtl { ttl: i32, noreply: bool },
+    /// `watch [event types]`: the `LOG_*` bits of [`super::watch`], or `None` when
+    /// an argument names no event type (`ERROR`, once the server has checked `-W`
+    /// and pipelining, in memcached's order).
+    Watch { events: Option<u16>, noreply: bool },
 }
 
 /// What an `lru_crawler` run does with each item.

@@ -33,6 +33,7 @@ pub mod meta;
 pub mod reply;
 mod request;
 mod token;
+pub mod watch;
 
 pub use config::{item_size_ok, Config};
 /// The longest key. [`memcrab_limits`] defines it; this is proto's one re-export of it
@@ -133,6 +134,11 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
         b"lru_crawler" => Done(lru_crawler(t)),
         b"slabs" => Done(slabs(t)),
         b"lru" => want(nt >= 3, &|| lru(t)),
+        // `process_watch_command`: every token after the command is an event type.
+        b"watch" => Done(Ok(Request::Admin(Admin::Watch {
+            events: watch::parse_events(t.as_slice().get(1..).unwrap_or_default()),
+            noreply: t.noreply(),
+        }))),
         // Meta commands are all two bytes long and start with `m`.
         _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, t, after, cfg) {
             meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),

@@ -446,6 +446,8 @@ fn admin_commands() {
     use super::admin::{Admin, Classes, CrawlKind, Float};
     let admin = |a| Ok(Request::Admin(a));
     let crawl = |kind, classes| admin(Admin::Crawl { kind, classes });
+    use super::watch as w;
+    let watch = |events, noreply| admin(Admin::Watch { events, noreply });
     let cases: &[(&[u8], Result<Request<'_>, Error>)] = &[
         (
             b"lru_crawler metadump all\r\n",
@@ -609,6 +611,23 @@ fn admin_commands() {
             Err(Error::Rejected { noreply: true }),
         ),
         (b"lru\r\n", Err(Error::UnknownCommand)),
+        // process_watch_command: no argument is `fetchers`; every token must name an
+        // event type; `noreply` is looked for (and is not one).
+        (b"watch\r\n", watch(Some(w::FETCHERS), false)),
+        (
+            b"watch  mutations evictions \r\n",
+            watch(Some(w::MUTATIONS | w::EVICTIONS), false),
+        ),
+        (
+            b"watch connevents deletions sysevents rawcmds\r\n",
+            watch(
+                Some(w::CONNEVENTS | w::DELETIONS | w::SYSEVENTS | w::RAWCMDS),
+                false,
+            ),
+        ),
+        (b"watch Fetchers\r\n", watch(None, false)),
+        (b"watch noreply\r\n", watch(None, true)),
+        (b"watch fetchers noreply\r\n", watch(None, true)),
     ];
     for (input, want) in cases {
         let (got, n) = full(input);

@@ -1,8 +1,9 @@
 //! Admin requests (`proto_text.c`'s `process_lru_crawler_command`,
-//! `process_slabs_command`, `process_lru_command`): the key dumps, which walk the
-//! store, and the tuning commands, which memcrab accepts with memcached's answers
-//! and records in [`crate::tunables`] without acting on them where they tune
-//! machinery it does not have (see docs/operations.md for each).
+//! `process_slabs_command`, `process_lru_command`, and `process_watch_command`'s
+//! checks): the key dumps, which walk the store, the tuning commands, which memcrab
+//! accepts with memcached's answers and records in [`crate::tunables`] without acting
+//! on them where they tune machinery it does not have (see docs/operations.md for
+//! each), and `watch`, whose stream the transport runs (`crate::watch`).
 //!
 //! A key dump (`lru_crawler metadump|mgdump`) streams: it walks the store a share at
 //! a time ([`memcrab_store::Engine::walk`]), appending one line per live item, and
@@ -18,6 +19,7 @@ use std::sync::atomic::Ordering;
 use memcrab_proto::text::admin::{Admin, Classes, CrawlKind};
 use memcrab_proto::text::meta::reply::{mgdump_line, EN};
 use memcrab_proto::text::reply;
+use memcrab_proto::text::watch as watch_reply;
 use memcrab_store::WalkCursor;
 
 use super::{Ctx, Flow};
@@ -171,6 +173,8 @@ pub fn execute(
             answer(out, noreply, reply::OK);
             Flow::Next
         }
+        // The request step answers `watch` itself (it knows what came before it).
+        Admin::Watch { events, noreply } => watch(events, noreply, false, cx, out),
         Admin::LruTempTtl { ttl, noreply } => {
             let mut lru = t.lru.lock();
             lru.temp_lru = ttl >= 0;
@@ -181,6 +185,29 @@ pub fn execute(
             Flow::Next
         }
     }
+}
+
+/// `watch` (`process_watch_command` up to `logger_add_watcher`): refused under `-W`,
+/// then when replies to earlier requests are still to be sent (`stacked`, which the
+/// request step decides), then for an unknown event type; `noreply` silences those
+/// errors. Otherwise [`Flow::Watch`]: the connection's transport starts the stream.
+pub fn watch(
+    events: Option<u16>,
+    noreply: bool,
+    stacked: bool,
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+) -> Flow {
+    let refused = match events {
+        _ if !cx.server.settings.watch_enabled => watch_reply::DISABLED,
+        _ if stacked => watch_reply::CANNOT_PIPELINE,
+        None => reply::ERROR,
+        Some(events) => return Flow::Watch(events),
+    };
+    if !noreply {
+        out.extend_from_slice(refused);
+    }
+    Flow::Next
 }
 
 /// One turn of a key dump (see the module docs): lines for the live items of

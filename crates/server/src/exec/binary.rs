@@ -14,7 +14,7 @@ use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult, Vivify,
 };
 
-use super::{count_fetch, count_store, Ctx, Flow};
+use super::{count_fetch, count_store, count_too_large, store_cmd, Ctx, Flow, Mutation, Seen};
 use crate::auth;
 use crate::prefix::Op;
 use crate::server::VERSION;
@@ -55,7 +55,8 @@ pub fn with_value_len<'a>(
             if text::item_size_ok(key.len(), flags, value_len, cfg) {
                 return Ok((req, value_len));
             }
-            cx.counters.store_too_large.incr();
+            // memcached names no command for a binary store refused here.
+            count_too_large(cx, key, None);
             cx.server.prefixes.record(key, Op::Set);
             if kind == StoreKind::Set {
                 // A failed set must not leave the old value readable.
@@ -98,7 +99,9 @@ pub fn execute(
                 touch: touch.map(|t| clock.realtime(i64::from(t))),
                 ..GetOpts::default()
             };
+            let mut seen = Seen::default();
             let found = cx.engine.get(key, &opts, &mut |it| {
+                seen = Seen::of(&it);
                 bin::hit(
                     out,
                     h,
@@ -109,7 +112,7 @@ pub fn execute(
                 );
                 false
             });
-            count_fetch(c, touch.is_some(), found);
+            count_fetch(cx, key, touch.is_some(), found, seen);
             let hit = found.is_hit();
             cx.server.prefixes.record(key, Op::Get { hit });
             if !hit && !quiet {
@@ -152,7 +155,13 @@ pub fn execute(
             cx.server.prefixes.record(key, Op::Set);
             let exptime = clock.realtime(i64::from(exptime));
             let r = cx.engine.store(mode, key, flags, exptime, value, &opts);
-            count_store(c, matches!(mode, Mode::Cas(_)), r);
+            count_store(cx, matches!(mode, Mode::Cas(_)), r, || Mutation {
+                key,
+                cmd: store_cmd(mode),
+                flags,
+                exptime,
+                value_len: value.len(),
+            });
             match r {
                 StoreResult::Stored(new_cas) => {
                     if !quiet {

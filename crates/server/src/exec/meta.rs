@@ -23,21 +23,17 @@
 use memcrab_proto::text::meta::{
     errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX,
 };
+use memcrab_proto::text::watch::DeleteCmd;
+use memcrab_proto::text::StoreCmd;
 use memcrab_store::{
     memcached_item_bytes, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode,
     RelTime, StoreOpts, StoreResult, Vivify,
 };
 
-use super::{count_fetch, count_store, Ctx, Flow};
-
-/// memcached's `slab_chunk_size_max` with the default 1 MiB slab page.
-const SLAB_CHUNK_SIZE_MAX: u32 = 512 * 1024;
-/// memcached's `sizeof(item)` on 64-bit.
-const ITEM_HEADER_BYTES: u32 = memcrab_limits::MEMCACHED_ITEM_HEADER_BYTES as u32;
-/// memcached's `CHUNK_ALIGN_BYTES`.
-const CHUNK_ALIGN_BYTES: u32 = 8;
-/// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`.
-const MAX_SLAB_CLASSES: u32 = 64;
+use super::{
+    before_delete, count_fetch, count_store, count_too_large, note_delete, note_fetch, store_cmd,
+    Ctx, Flow, Mutation, Seen,
+};
 
 /// Executes one meta request, appending its reply to `out`.
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
@@ -49,12 +45,17 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
             mode,
             data,
         } => set(&key, &flags, mode, data, cx, out),
-        Meta::SetTooLarge { key, swallow } => {
-            cx.counters.store_too_large.incr();
-            // memcached: a failed ms must not leave the old value readable (any mode).
+        Meta::SetTooLarge {
+            key,
+            mode,
+            cas,
+            swallow,
+        } => {
             let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
-            cx.engine
-                .delete(key.decode(&mut kb), &DeleteOpts::default());
+            let kbytes = key.decode(&mut kb);
+            count_too_large(cx, kbytes, Some(ms_cmd(mode, cas)));
+            // memcached: a failed ms must not leave the old value readable (any mode).
+            cx.engine.delete(kbytes, &DeleteOpts::default());
             out.extend_from_slice(errors::TOO_LARGE);
             Flow::Swallow(swallow)
         }
@@ -125,7 +126,6 @@ fn opaque_and_key(out: &mut Vec<u8>, flags: &Flags<'_>, key: &Key<'_>) {
 fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
-    let c = cx.counters;
     let now = cx.engine.clock().now();
     let ttl = flags.ttl.map(|t| rel(cx, t));
     let viv = flags.vivify.map(|t| rel(cx, t));
@@ -146,7 +146,9 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
     };
     let start = out.len();
     let mut failed = false;
+    let mut seen = Seen::default();
     let found = cx.engine.get(kbytes, &opts, &mut |it| {
+        seen = Seen::of(&it);
         if flags.value {
             out.extend_from_slice(b"VA ");
             out.extend_from_slice(itoa::Buffer::new().format(it.value.len()).as_bytes());
@@ -211,7 +213,13 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
     }
     // memcached's mg counts a touch only once it found the item (`ttl_set` is set
     // while walking a hit's flags); a miss is a get miss whatever the flags.
-    count_fetch(c, ttl.is_some() && found == Fetch::Hit, found);
+    count_fetch(
+        cx,
+        kbytes,
+        ttl.is_some() && found == Fetch::Hit,
+        found,
+        seen,
+    );
     if found == Fetch::Hit {
         return Flow::Next;
     }
@@ -235,7 +243,6 @@ fn set(
 ) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
-    let c = cx.counters;
     let exptime = flags.ttl.map_or(0, |t| rel(cx, t));
     let mode = match mode {
         SetMode::Set => Mode::Set,
@@ -256,7 +263,17 @@ fn set(
     let r = cx
         .engine
         .store(mode, kbytes, flags.client_flags, exptime, data, &opts);
-    count_store(c, cas_mode, r);
+    count_store(cx, cas_mode, r, || Mutation {
+        key: kbytes,
+        cmd: if cas_mode {
+            StoreCmd::Cas
+        } else {
+            store_cmd(mode)
+        },
+        flags: flags.client_flags,
+        exptime,
+        value_len: data.len(),
+    });
     let (status, cas): (&[u8], u64) = match r {
         StoreResult::Stored(cas) => {
             if flags.quiet {
@@ -300,7 +317,10 @@ fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> 
         touch: flags.ttl.map(|t| rel(cx, t)),
         new_cas: flags.new_cas,
     };
-    let status: &[u8] = match cx.engine.delete(kbytes, &opts) {
+    let before = before_delete(cx, kbytes);
+    let r = cx.engine.delete(kbytes, &opts);
+    note_delete(cx, kbytes, DeleteCmd::Md, r, before);
+    let status: &[u8] = match r {
         DeleteResult::Deleted => {
             c.delete_hits.incr();
             b"HD"
@@ -416,8 +436,10 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         no_bump: true,
         ..GetOpts::default()
     };
+    let mut seen = Seen::default();
     let found = cx.engine.get(kbytes, &opts, &mut |it| {
         use std::io::Write;
+        seen = Seen::of(&it);
         out.extend_from_slice(b"ME ");
         if key.is_binary() {
             memcrab_proto::text::meta::base64_encode(kbytes, out);
@@ -432,7 +454,7 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         };
         let size =
             memcached_item_bytes(it.key.len(), it.flags, it.value.len(), settings.use_cas) as u32;
-        let cls = slab_class(size, settings.chunk_size, settings.growth_factor);
+        let cls = crate::slab::slab_class(size, settings.chunk_size, settings.growth_factor);
         // Writing to a Vec cannot fail.
         let _ = write!(
             out,
@@ -443,48 +465,23 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         );
         false
     });
+    // memcached's `me` looks the key up with item_get, which `watch fetchers` logs.
+    note_fetch(cx, kbytes, found, seen);
     if found != Fetch::Hit {
         out.extend_from_slice(reply::EN);
     }
     Flow::Next
 }
 
-/// memcached's `slabs_clsid` over the classes `slabs_init` builds from `-n`
-/// (`chunk_size`) and `-f` (`factor`) with the default slab page.
-fn slab_class(ntotal: u32, chunk_size: u32, factor: f64) -> u32 {
-    let mut size = ITEM_HEADER_BYTES + chunk_size;
-    let mut id = 1;
-    while id < MAX_SLAB_CLASSES - 1 {
-        if f64::from(size) >= f64::from(SLAB_CHUNK_SIZE_MAX) / factor {
-            break;
-        }
-        if !size.is_multiple_of(CHUNK_ALIGN_BYTES) {
-            size += CHUNK_ALIGN_BYTES - size % CHUNK_ALIGN_BYTES;
-        }
-        if ntotal <= size {
-            return id;
-        }
-        // memcached multiplies an unsigned int by a double and truncates.
-        size = (f64::from(size) * factor) as u32;
-        id += 1;
-    }
-    // The largest class holds SLAB_CHUNK_SIZE_MAX (bigger items are chunked).
-    id
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slab_class;
-
-    #[test]
-    fn slab_classes_as_memcached() {
-        // memcached -vv with defaults: class 1 is 96 bytes, 2 is 120, 3 is 152,
-        // 4 is 192, ... 39 is 524288.
-        assert_eq!(slab_class(60, 48, 1.25), 1);
-        assert_eq!(slab_class(96, 48, 1.25), 1);
-        assert_eq!(slab_class(97, 48, 1.25), 2);
-        assert_eq!(slab_class(152, 48, 1.25), 3);
-        assert_eq!(slab_class(153, 48, 1.25), 4);
-        assert_eq!(slab_class(600_000, 48, 1.25), 39);
+/// The command `watch mutations` names for an `ms` (memcached upgrades set and
+/// replace with a `C` to cas).
+fn ms_cmd(mode: SetMode, cas: bool) -> StoreCmd {
+    match mode {
+        SetMode::Set | SetMode::Replace if cas => StoreCmd::Cas,
+        SetMode::Set => StoreCmd::Set,
+        SetMode::Add => StoreCmd::Add,
+        SetMode::Append => StoreCmd::Append,
+        SetMode::Prepend => StoreCmd::Prepend,
+        SetMode::Replace => StoreCmd::Replace,
     }
 }

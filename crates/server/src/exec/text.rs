@@ -3,12 +3,16 @@
 //! through the same parser, go to [`super::meta`]; admin requests (`lru_crawler`,
 //! `slabs`, `lru`) to [`super::admin`].
 
+use memcrab_proto::text::watch::DeleteCmd;
 use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult,
 };
 
-use super::{count_fetch, count_store, Ctx, Flow, Resume};
+use super::{
+    before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, Flow, Mutation,
+    Resume, Seen,
+};
 use crate::prefix::Op;
 use crate::server::VERSION;
 
@@ -68,11 +72,13 @@ pub fn execute(
                     resume.keys = 0;
                     return Flow::Next;
                 }
+                let mut seen = Seen::default();
                 let found = cx.engine.get(key, &opts, &mut |it| {
+                    seen = Seen::of(&it);
                     reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
                     false
                 });
-                count_fetch(c, touch.is_some(), found);
+                count_fetch(cx, key, touch.is_some(), found, seen);
                 let hit = found.is_hit();
                 cx.server.prefixes.record(key, Op::Get { hit });
             }
@@ -102,7 +108,13 @@ pub fn execute(
             let r = cx
                 .engine
                 .store(mode, key, flags, exptime, data, &StoreOpts::default());
-            count_store(c, cmd == StoreCmd::Cas, r);
+            count_store(cx, cmd == StoreCmd::Cas, r, || Mutation {
+                key,
+                cmd,
+                flags,
+                exptime,
+                value_len: data.len(),
+            });
             let r = match r {
                 StoreResult::Stored(_) => reply::STORED,
                 StoreResult::NotStored => reply::NOT_STORED,
@@ -119,7 +131,7 @@ pub fn execute(
             swallow,
             noreply,
         } => {
-            c.store_too_large.incr();
+            count_too_large(cx, key, Some(cmd));
             cx.server.prefixes.record(key, Op::Set);
             if cmd == StoreCmd::Set {
                 // memcached: a failed set must not leave the old value readable.
@@ -130,7 +142,10 @@ pub fn execute(
         }
         Request::Delete { key, noreply } => {
             cx.server.prefixes.record(key, Op::Delete);
-            let r = if cx.engine.delete(key, &DeleteOpts::default()) == DeleteResult::Deleted {
+            let before = before_delete(cx, key);
+            let r = cx.engine.delete(key, &DeleteOpts::default());
+            note_delete(cx, key, DeleteCmd::Delete, r, before);
+            let r = if r == DeleteResult::Deleted {
                 c.delete_hits.incr();
                 reply::DELETED
             } else {
@@ -168,13 +183,20 @@ pub fn execute(
             exptime,
             noreply,
         } => {
-            c.cmd_touch.incr();
-            let exptime = cx.engine.clock().realtime(i64::from(exptime));
-            let r = if cx.engine.touch(key, exptime) {
-                c.touch_hits.incr();
+            // Engine::touch, with the visitor that records the item for `watch`.
+            let opts = GetOpts {
+                touch: Some(cx.engine.clock().realtime(i64::from(exptime))),
+                ..GetOpts::default()
+            };
+            let mut seen = Seen::default();
+            let found = cx.engine.get(key, &opts, &mut |it| {
+                seen = Seen::of(&it);
+                false
+            });
+            count_fetch(cx, key, true, found, seen);
+            let r = if found.is_hit() {
                 reply::TOUCHED
             } else {
-                c.touch_misses.incr();
                 reply::NOT_FOUND
             };
             put(out, noreply, r);

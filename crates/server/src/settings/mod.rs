@@ -56,6 +56,11 @@ pub struct Settings {
     pub dump_enabled: bool,
     /// `-o track_sizes`: `stats sizes` is enabled from the start.
     pub track_sizes: bool,
+    /// `false` with `-W`: `watch` is refused.
+    pub watch_enabled: bool,
+    /// `-o watcher_logbuf_size` (given in kilobytes): the log lines a watcher may have
+    /// waiting before it falls behind (`skipped=`).
+    pub watcher_buf_bytes: usize,
     pub verbose: u32,
     pub lock_memory: bool,
     /// `-d`: fork into the background (service.rs).
@@ -132,6 +137,8 @@ impl Default for Settings {
             flush_enabled: true,
             dump_enabled: true,
             track_sizes: false,
+            watch_enabled: true,
+            watcher_buf_bytes: WATCHER_BUF_BYTES_DEFAULT,
             verbose: 0,
             lock_memory: false,
             daemonize: false,
@@ -153,6 +160,9 @@ impl Default for Settings {
         }
     }
 }
+
+/// memcached's `LOGGER_WATCHER_BUF_SIZE`: 256 KiB of log lines per watcher.
+pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
 
 /// Longest get line buffered (memcached has no limit; we keep per-connection
 /// memory bounded).
@@ -202,7 +212,6 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "hot_max_factor",
     "warm_max_factor",
     "temporary_ttl",
-    "watcher_logbuf_size",
     "worker_logbuf_size",
     "slab_sizes",
     "slab_chunk_max",
@@ -356,7 +365,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             'd' => s.daemonize = true,
             'r' => s.enable_coredumps = true,
             'u' => s.user = Some(v),
-            'L' | 'W' => {}
+            'L' => {}
+            'W' => s.watch_enabled = false,
             'X' => s.dump_enabled = false,
             'm' => {
                 // memcached accepts a k/m/g suffix on -m; a plain number is megabytes.
@@ -549,6 +559,12 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 s.hash_power = hp;
             }
             "track_sizes" => s.track_sizes = true,
+            "watcher_logbuf_size" => {
+                let kib: usize = num("-o watcher_logbuf_size", need(name)?)?;
+                s.watcher_buf_bytes = kib
+                    .checked_mul(1024)
+                    .ok_or("-o watcher_logbuf_size: too large")?;
+            }
             "engine" => match value {
                 Some("seg") => s.engine = EngineKind::Seg,
                 Some("reference") => s.engine = EngineKind::Reference,
@@ -612,12 +628,13 @@ pub fn usage() -> String {
 -Y, --auth-file=<file>    ASCII protocol authentication; file of user:password lines
 -F, --disable-flush-all   disable flush_all
 -X, --disable-dumping     refuse key dumps (lru_crawler metadump and mgdump)
--W, --disable-watch       accepted for compatibility
+-W, --disable-watch       disable watch commands (live logging)
 -A, --enable-shutdown     enable the shutdown command
 -o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
                           engine=seg|reference (default seg), track_sizes (enables
-                          `stats sizes`); memcached's slab/LRU/crawler tuning options are
-                          accepted and ignored
+                          `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`
+                          client may have waiting, default 256); memcached's
+                          slab/LRU/crawler tuning options are accepted and ignored
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)

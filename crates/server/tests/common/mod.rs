@@ -660,6 +660,22 @@ impl Client {
         }
     }
 
+    /// Reads one line ending in a bare `\n` (as `watch`'s log lines do), without it.
+    pub fn read_line_lf(&mut self) -> Vec<u8> {
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        loop {
+            if let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+                let line = self.pending[..i].to_vec();
+                self.pending.drain(..=i);
+                return line;
+            }
+            match self.fill(deadline) {
+                Fill::Data => {}
+                _ => panic!("no complete line; received {}", show(&self.pending)),
+            }
+        }
+    }
+
     /// Sends `stats[ sub]` and returns the `STAT` lines in order, up to `END`.
     pub fn stats_list(&mut self, sub: &str) -> Vec<(String, String)> {
         let req = if sub.is_empty() {

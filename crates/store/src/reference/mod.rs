@@ -32,14 +32,15 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, RelTime};
 use crate::{
     apply_delta, memcached_item_bytes, Config, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts,
-    Engine, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify, WalkCursor, Walked,
+    Engine, EvictionListener, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify,
+    WalkCursor, Walked,
 };
 
 use shard::{make_data, Counters, Epoch, Shard, NIL, SHARDS};
@@ -82,6 +83,9 @@ pub struct Reference {
     /// Stores refused for lack of memory (Relaxed; a statistic).
     outofmemory: AtomicU64,
     clock: Arc<Clock>,
+    /// Told of every eviction (`watch evictions`); set at most once, read (one
+    /// acquire load) per eviction.
+    eviction_listener: OnceLock<Arc<dyn EvictionListener>>,
 }
 
 impl Reference {
@@ -104,6 +108,7 @@ impl Reference {
             item_size_max: cfg.item_size_max,
             outofmemory: AtomicU64::new(0),
             clock,
+            eviction_listener: OnceLock::new(),
         }
     }
 
@@ -137,7 +142,10 @@ impl Reference {
             let e = self.epoch();
             let freed = (0..SHARDS).any(|i| {
                 let s = (start + i) % SHARDS;
-                let ok = self.shards[s].lock().evict_tail(e, self.evict, &self.used);
+                let listener = self.eviction_listener.get().map(|l| &**l);
+                let ok = self.shards[s]
+                    .lock()
+                    .evict_tail(e, self.evict, &self.used, listener);
                 if ok {
                     start = s;
                 }
@@ -682,5 +690,9 @@ impl Engine for Reference {
             self.swept_gen.store(gen, Ordering::Relaxed);
             self.sweep_flushed();
         }
+    }
+
+    fn set_eviction_listener(&self, listener: Arc<dyn EvictionListener>) -> bool {
+        self.eviction_listener.set(listener).is_ok()
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hashbrown::HashTable;
 
 use crate::clock::RelTime;
-use crate::{Fetch, Walked};
+use crate::{Evicted, EvictionListener, Fetch, Walked};
 
 /// Shards: enough that 4–16 workers rarely meet on one lock.
 pub const SHARDS: usize = 64;
@@ -333,8 +333,15 @@ impl Shard {
     }
 
     /// Frees the LRU tail if it may go: an expired or flushed item always, a live one
-    /// only when eviction is on. Returns whether something was freed.
-    pub fn evict_tail(&mut self, e: Epoch, evict: bool, used: &AtomicU64) -> bool {
+    /// only when eviction is on (shown to `listener` first). Returns whether something
+    /// was freed.
+    pub fn evict_tail(
+        &mut self,
+        e: Epoch,
+        evict: bool,
+        used: &AtomicU64,
+        listener: Option<&dyn EvictionListener>,
+    ) -> bool {
         let idx = self.tail;
         if idx == NIL {
             return false;
@@ -349,6 +356,16 @@ impl Shard {
             }
             Life::Live if evict => {
                 let s = &self.slots[idx as usize];
+                if let Some(l) = listener {
+                    l.evicted(&Evicted {
+                        key: s.key(),
+                        value_len: s.value().len(),
+                        flags: s.flags,
+                        exptime: s.exptime,
+                        atime: s.time,
+                        fetched,
+                    });
+                }
                 let age = e.now.saturating_sub(s.time);
                 let nonzero = s.exptime != 0;
                 let c = &mut self.counters;

@@ -1,5 +1,5 @@
 //! Linking items into the index and unlinking them, with the counters that go with
-//! each: [`Seg::find_locked`], [`Seg::find_live_locked`], [`Seg::link`],
+//! each (and the eviction listener's report of an eviction): [`Seg::find_locked`], [`Seg::find_live_locked`], [`Seg::link`],
 //! [`Seg::unlink`], and the two that lock a partition themselves,
 //! [`Seg::drop_dead`] and [`Seg::link_if_current`].
 //!
@@ -14,10 +14,10 @@
 use std::sync::atomic::Ordering;
 
 use super::index::{Loc, Locked, SlotPos};
-use super::item::{ACCESSED, ATIME_MASK, FETCHED};
+use super::item::{View, ACCESSED, ATIME_MASK, FETCHED};
 use super::segments::Life;
 use super::Seg;
-use crate::Fetch;
+use crate::{Evicted, Fetch};
 
 impl Seg {
     /// Finds the linked item for `key` under a partition lock: (slot, loc).
@@ -51,6 +51,7 @@ impl Seg {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Some(Life::Live) => {
+                self.report_eviction(&v);
                 let c = &self.counters;
                 c.evictions.fetch_add(1, Ordering::Relaxed);
                 if unfetched {
@@ -72,6 +73,22 @@ impl Seg {
                 );
             }
             None => {}
+        }
+    }
+
+    /// Shows an item being evicted to the eviction listener, if one is set (under
+    /// the partition lock that links it, so the view stays valid).
+    fn report_eviction(&self, v: &View<'_>) {
+        if let Some(listener) = self.eviction_listener.get() {
+            let state = v.state();
+            listener.evicted(&Evicted {
+                key: v.key,
+                value_len: v.value.len(),
+                flags: v.flags,
+                exptime: v.exptime(),
+                atime: state & ATIME_MASK,
+                fetched: state & FETCHED != 0,
+            });
         }
     }
 
@@ -118,6 +135,7 @@ impl Seg {
                     // SAFETY: it was linked in this locked partition until just now,
                     // and its segment is not reused while we hold the lock.
                     let (d, v) = unsafe { self.descs.view(victim) };
+                    self.report_eviction(&v);
                     d.live.fetch_sub(v.size as u64, Ordering::Relaxed);
                     l.counts.items = l.counts.items.saturating_sub(1);
                     l.counts.bytes = l.counts.bytes.saturating_sub(v.size as u64);

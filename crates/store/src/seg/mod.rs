@@ -65,14 +65,14 @@ mod write;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, RelTime};
 use crate::{
-    Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, Fetch, GetOpts, Item, Mode,
-    SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
+    Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, EvictionListener, Fetch, GetOpts,
+    Item, Mode, SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
 };
 use arena::Arena;
 use index::Index;
@@ -128,6 +128,9 @@ pub struct Seg {
     flush_seq: AtomicU64,
     swept_seq: AtomicU64,
     counters: Counters,
+    /// Told of every eviction (`watch evictions`); set at most once, read (one
+    /// acquire load) per eviction.
+    eviction_listener: OnceLock<Arc<dyn EvictionListener>>,
 }
 
 impl Seg {
@@ -153,6 +156,7 @@ impl Seg {
             flush_seq: AtomicU64::new(0),
             swept_seq: AtomicU64::new(0),
             counters: Counters::default(),
+            eviction_listener: OnceLock::new(),
         }
     }
 
@@ -321,6 +325,10 @@ impl Engine for Seg {
 
     fn maintain(&self) {
         self.maintain_impl();
+    }
+
+    fn set_eviction_listener(&self, listener: Arc<dyn EvictionListener>) -> bool {
+        self.eviction_listener.set(listener).is_ok()
     }
 }
 

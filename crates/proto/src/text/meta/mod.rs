@@ -160,8 +160,14 @@ pub enum Meta<'a> {
     },
     /// `ms` whose value is over `-I`: `SERVER_ERROR object too large for cache`, the
     /// key's current item is removed (any mode), and `swallow` bytes (the data block
-    /// and its `\r\n`, perhaps not arrived yet) are discarded.
-    SetTooLarge { key: Key<'a>, swallow: usize },
+    /// and its `\r\n`, perhaps not arrived yet) are discarded. `mode` and `cas` (a `C`
+    /// flag) say which command memcached's `watch mutations` names.
+    SetTooLarge {
+        key: Key<'a>,
+        mode: SetMode,
+        cas: bool,
+        swallow: usize,
+    },
     /// `ms` whose data block did not end in `\r\n`: `CLIENT_ERROR bad data chunk`
     /// (even under `q`); the block was consumed and counts as a set command.
     SetBadChunk,
@@ -341,6 +347,8 @@ fn set<'a>(
         return Parsed::Request(
             Meta::SetTooLarge {
                 key,
+                mode,
+                cas: flags.compare_cas.is_some(),
                 swallow: total,
             },
             0,

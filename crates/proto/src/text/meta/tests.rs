@@ -253,7 +253,7 @@ fn too_large_is_swallowed() {
     };
     let input = b"ms foo 2000 T0\r\n";
     match text_parse(input, &cfg) {
-        Some((Ok(Request::Meta(Meta::SetTooLarge { key, swallow })), n)) => {
+        Some((Ok(Request::Meta(Meta::SetTooLarge { key, swallow, .. })), n)) => {
             assert_eq!(
                 (key.decode(&mut [0; DECODED_KEY_MAX]), swallow, n),
                 (&b"foo"[..], 2002, input.len())
