@@ -215,7 +215,7 @@ fn check_meta(m: &Meta<'_>, cfg: &Config) {
             );
             Some(flags)
         }
-        Meta::SetTooLarge { key, swallow } => {
+        Meta::SetTooLarge { key, swallow, .. } => {
             check_meta_key(key);
             assert!(*swallow >= 2);
             None
