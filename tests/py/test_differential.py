@@ -64,8 +64,10 @@ COUNTER_STATS = tuple(
     for s in """cmd_get cmd_set cmd_flush cmd_touch get_hits get_misses get_expired get_flushed
     delete_misses delete_hits incr_misses incr_hits decr_misses decr_hits cas_misses
     cas_hits cas_badval touch_hits touch_misses store_too_large store_no_memory
-    curr_items evictions limit_maxbytes threads max_connections rejected_connections""".split()
+    curr_items evictions limit_maxbytes max_connections rejected_connections""".split()
 )
+# Not threads: memcached reports -t; memcrab reports the workers it runs (-t capped at
+# the CPUs it may use, README "Command line"); test_pymemcache's test_stats checks it.
 # Not total_items: memcached updates incr/decr results in place only while no other
 # reference to the item exists (refcount == 2 in do_add_delta); when its background
 # LRU threads or a pending reply hold one, it links a new item and counts it.
