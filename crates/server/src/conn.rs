@@ -120,7 +120,7 @@ impl Conn {
 
     /// Runs the connection as far as it can go without blocking.
     pub fn drive(&mut self, cx: &Ctx<'_>, reqs_per_event: usize) -> Next {
-        let cx = &cx.on(self.info.fd);
+        cx.fd.set(self.info.fd);
         if self.watcher.is_some() {
             return self.drive_watch(cx);
         }
@@ -301,6 +301,9 @@ impl Conn {
 
     /// Turns the connection into a log stream of `events`; false (with memcached's
     /// reply queued, and the connection serving on) when that cannot be done.
+    /// (The watch paths are kept out of line, off the request path.)
+    #[cold]
+    #[inline(never)]
     fn start_watch(&mut self, cx: &Ctx<'_>, events: u16) -> bool {
         let Some(waker) = cx.server.worker_waker(cx.worker) else {
             self.wbuf.extend_from_slice(watch_reply::FAILED);
@@ -321,9 +324,9 @@ impl Conn {
     /// not read falls behind in the hub instead of growing here), and reads only to
     /// notice the client closing: memcached ignores what a watcher sends. The hub
     /// wakes the worker when lines arrive; a writable socket brings it back too.
+    #[cold]
+    #[inline(never)]
     fn drive_watch(&mut self, cx: &Ctx<'_>) -> Next {
-        // memcached closes a watcher as `error`, whatever ended it.
-        self.close_reason = CloseReason::Error;
         loop {
             let mut progress = false;
             if self.unsent() < OUTPUT_HIGH_WATER {
@@ -343,9 +346,12 @@ impl Conn {
             }
             if self.may_read {
                 match self.discard_input(cx) {
-                    Ok(true) => progress = true,
-                    Ok(false) => {}
-                    Err(_) => return Next::Close,
+                    Ok(read) => progress |= read,
+                    // memcached closes a watcher as `error`, whatever ended it.
+                    Err(_) => {
+                        self.close_reason = CloseReason::Error;
+                        return Next::Close;
+                    }
                 }
             }
             if !progress {
@@ -354,8 +360,8 @@ impl Conn {
         }
     }
 
-    /// Reads and drops what a watcher sent. Ok(true) when bytes came; an error at
-    /// EOF.
+    /// Reads and drops what a watcher sent: Ok(true) when bytes came, an error at
+    /// EOF. (Not `fill`, to keep that inlined in the request path.)
     fn discard_input(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
         let mut buf = [0u8; 4096];
         loop {

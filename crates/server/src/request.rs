@@ -26,7 +26,6 @@
 
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::num::safe_strtoul;
-use memcrab_proto::text::admin::Admin;
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
@@ -184,7 +183,7 @@ impl Session {
         }
         match self.proto {
             Proto::Ascii => match text::parse(input, &self.cfg) {
-                Some(parsed) => self.run_text(parsed, &[], input, cx, out, out_limit),
+                Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
                 None => Step::NeedMore,
             },
             Proto::Binary => self.binary_step(input, cx, out),
@@ -260,8 +259,7 @@ impl Session {
                         next2 = parse_ahead(&input[end..], &self.cfg, cx);
                     }
                 }
-                let step =
-                    self.run_text((parsed, consumed), &input[..pos], rest, cx, out, out_limit);
+                let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
                 if !matches!(
                     step,
                     Step::Done {
@@ -299,7 +297,12 @@ impl Session {
                     break Stop::Hangup;
                 }
                 Flow::Close => break Stop::Close,
-                Flow::Watch(events) => break Stop::Watch(events),
+                Flow::Watch { events, noreply } => {
+                    let before = &input[..pos - consumed];
+                    if let Some(events) = self.watch(events, noreply, before, cx, out) {
+                        break Stop::Watch(events);
+                    }
+                }
             }
         };
         Served {
@@ -308,26 +311,18 @@ impl Session {
         }
     }
 
-    /// Executes a parsed text request (or answers its parse error). `input` starts
-    /// with the request (a [`Flow::Hangup`] consumes all of it); `before` is what this
-    /// batch served before it (`watch` looks).
+    /// Executes a parsed text request (or answers its parse error). `available` is
+    /// the input's length, all of which a [`Flow::Hangup`] consumes.
     #[inline]
     fn run_text(
         &mut self,
         (parsed, consumed): text::Parsed<'_>,
-        before: &[u8],
-        input: &[u8],
+        available: usize,
         cx: &Ctx<'_>,
         out: &mut Vec<u8>,
         out_limit: usize,
     ) -> Step {
-        let available = input.len();
         let (consumed, flow) = match parsed {
-            Ok(Request::Admin(Admin::Watch { events, noreply })) => {
-                let stacked = replies_stacked(before, &self.cfg);
-                let flow = exec::admin::watch(events, noreply, stacked, cx, out);
-                (consumed, flow)
-            }
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),
                 Flow::Swallow(n) => {
@@ -351,6 +346,24 @@ impl Session {
             flow,
             counted: true,
         }
+    }
+
+    /// A `watch` that follows `before` in this batch: its checks (see
+    /// [`exec::admin::watch`]), then the event types to stream, or `None` when it was
+    /// refused (with its reply in `out`). Out of line: it is rare, and the request
+    /// path around it is hot.
+    #[cold]
+    #[inline(never)]
+    fn watch(
+        &self,
+        events: Option<u16>,
+        noreply: bool,
+        before: &[u8],
+        cx: &Ctx<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<u16> {
+        let stacked = replies_stacked(before, &self.cfg);
+        exec::admin::watch(events, noreply, stacked, cx, out)
     }
 
     /// One binary packet (`try_read_command_binary` and `dispatch_bin_command`).

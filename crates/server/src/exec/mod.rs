@@ -21,6 +21,8 @@ pub mod binary;
 pub mod meta;
 pub mod text;
 
+use std::cell::Cell;
+
 use memcrab_proto::text::watch::{self as line, DeleteCmd, GetStatus, StoreStatus};
 use memcrab_proto::text::StoreCmd;
 use memcrab_store::{
@@ -31,8 +33,7 @@ use crate::counters::Counters;
 use crate::server::Server;
 use crate::slab::Classes;
 
-/// What a worker needs to execute requests.
-#[derive(Clone, Copy)]
+/// What a worker needs to execute requests (one per worker thread).
 pub struct Ctx<'a> {
     pub server: &'a Server,
     pub engine: &'a dyn Engine,
@@ -40,18 +41,12 @@ pub struct Ctx<'a> {
     pub counters: &'a Counters,
     /// The executing worker's number (its event loop is what a new watcher wakes).
     pub worker: usize,
-    /// The socket the requests come from (`watch`'s `cfd`); set per connection by
-    /// [`Ctx::on`].
-    pub fd: i32,
+    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
+    /// sets it before it serves a connection or a UDP socket.
+    pub fd: Cell<i32>,
 }
 
-impl<'a> Ctx<'a> {
-    /// This context for the requests of socket `fd`.
-    #[inline]
-    pub fn on(&self, fd: i32) -> Ctx<'a> {
-        Ctx { fd, ..*self }
-    }
-
+impl Ctx<'_> {
     /// memcached's slab classes under these settings, for the `clsid` of log lines.
     fn classes(&self) -> Classes {
         let s = &self.server.settings;
@@ -83,9 +78,10 @@ pub enum Flow {
     /// share of the walk for this turn); run the same request again later. The
     /// request step keeps how far it got ([`Resume`]).
     Suspend,
-    /// `watch` was accepted for these event types (memcached's `LOG_*` bits): the
-    /// connection becomes a log stream. The rest of its input is never read.
-    Watch(u16),
+    /// `watch` with these event types (memcached's `LOG_*` bits; `None`: an unknown
+    /// one). The request step checks it ([`admin::watch`]), as that needs what came
+    /// before it in the batch; if accepted, the connection becomes a log stream.
+    Watch { events: Option<u16>, noreply: bool },
 }
 
 /// How far a suspended request got ([`Flow::Suspend`]), kept by the request step
@@ -179,7 +175,7 @@ fn report_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
         Fetch::Expired => (GetStatus::Expired, 0, 0),
         Fetch::Flushed => (GetStatus::Flushed, 0, 0),
     };
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::FETCHERS, &mut |out| {
         line::item_get(out, key, status, clsid, fd, size)
     });
@@ -267,7 +263,7 @@ fn report_store(cx: &Ctx<'_>, r: StoreResult, m: &Mutation<'_>) {
         t => t.wrapping_sub(cx.engine.clock().now()),
     };
     let clsid = cx.classes().of(m.key.len(), flags, value_len);
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::MUTATIONS, &mut |out| {
         line::item_store(out, m.key, status, Some(m.cmd), ttl, clsid, fd, value_len)
     });
@@ -293,7 +289,7 @@ fn report_refused(cx: &Ctx<'_>, key: &[u8], cmd: Option<StoreCmd>, r: StoreResul
         StoreResult::OutOfMemory => StoreStatus::NoMemory,
         _ => StoreStatus::TooLarge,
     };
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::MUTATIONS, &mut |out| {
         line::item_store(out, key, status, cmd, 0, 0, fd, 0)
     });
