@@ -133,7 +133,7 @@ impl Conn {
                 }
                 return Next::Close;
             }
-            if let Stop::Watch(_) = stop {
+            if stop == Stop::Watch {
                 return match self.drive_watch(cx) {
                     Next::Wait => Next::Watching,
                     next => next,
@@ -278,6 +278,7 @@ impl Conn {
             return Stop::Quit;
         }
         loop {
+            let start = self.rpos;
             let served = self.session.serve(
                 &self.rbuf[self.rpos..self.rend],
                 cx,
@@ -292,19 +293,24 @@ impl Conn {
                     self.close_reason = CloseReason::Normal;
                 }
                 Stop::Hangup => self.quit = true,
-                Stop::Watch(events) if !self.start_watch(cx, events) => continue,
+                Stop::Watch if !self.start_watch(cx, start) => continue,
                 _ => {}
             }
             return served.stop;
         }
     }
 
-    /// Turns the connection into a log stream of `events`; false (with memcached's
-    /// reply queued, and the connection serving on) when that cannot be done.
-    /// (The watch paths are kept out of line, off the request path.)
+    /// After [`Stop::Watch`] (the batch began at `start`): turns the connection into
+    /// a log stream if the `watch` stands; false (with memcached's reply queued, and
+    /// the connection serving on) when it does not. (The watch paths are kept out of
+    /// line, off the request path.)
     #[cold]
     #[inline(never)]
-    fn start_watch(&mut self, cx: &Ctx<'_>, events: u16) -> bool {
+    fn start_watch(&mut self, cx: &Ctx<'_>, start: usize) -> bool {
+        let input = &self.rbuf[start..self.rend];
+        let Some(events) = self.session.accept_watch(input, cx, &mut self.wbuf) else {
+            return false;
+        };
         let Some(waker) = cx.server.worker_waker(cx.worker) else {
             self.wbuf.extend_from_slice(watch_reply::FAILED);
             return false;

@@ -26,6 +26,7 @@
 
 use memcrab_proto::binary::{self as bin, Frame, Reject};
 use memcrab_proto::num::safe_strtoul;
+use memcrab_proto::text::admin::Admin;
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
@@ -67,9 +68,9 @@ pub enum Stop {
     Quit,
     /// As `Quit`, after a request that cannot be served (`Flow::Hangup`).
     Hangup,
-    /// `watch` was accepted for these event types: the connection becomes a log
-    /// stream. Its input after the `watch` line is never served.
-    Watch(u16),
+    /// A `watch` request ends the batch (it is consumed): the transport asks
+    /// [`Session::accept_watch`] whether it stands, and serves on if not.
+    Watch,
     /// Close now, without sending anything more.
     Close,
 }
@@ -111,6 +112,9 @@ pub struct Session {
     swallow: usize,
     /// How far a suspended multi-get or key dump got.
     resume: Resume,
+    /// Where the `watch` that ended the last batch ([`Stop::Watch`]) starts in that
+    /// `serve` call's input.
+    watch_at: Option<usize>,
 }
 
 impl Session {
@@ -141,6 +145,7 @@ impl Session {
             auth_reply_at: None,
             swallow: 0,
             resume: Resume::default(),
+            watch_at: None,
         }
     }
 
@@ -297,11 +302,9 @@ impl Session {
                     break Stop::Hangup;
                 }
                 Flow::Close => break Stop::Close,
-                Flow::Watch { events, noreply } => {
-                    let before = &input[..pos - consumed];
-                    if let Some(events) = self.watch(events, noreply, before, cx, out) {
-                        break Stop::Watch(events);
-                    }
+                Flow::Watch => {
+                    self.watch_at = Some(pos - consumed);
+                    break Stop::Watch;
                 }
             }
         };
@@ -348,20 +351,23 @@ impl Session {
         }
     }
 
-    /// A `watch` that follows `before` in this batch: its checks (see
-    /// [`exec::admin::watch`]), then the event types to stream, or `None` when it was
-    /// refused (with its reply in `out`). Out of line: it is rare, and the request
-    /// path around it is hot.
+    /// After [`Stop::Watch`] (or a [`Flow::Watch`] from `step`): `watch`'s checks (see
+    /// [`exec::admin::watch`]), given the input of that `serve` (or `step`) call, then
+    /// the event types to stream, or `None` when it was refused (with its reply in
+    /// `out`).
     #[cold]
     #[inline(never)]
-    fn watch(
-        &self,
-        events: Option<u16>,
-        noreply: bool,
-        before: &[u8],
-        cx: &Ctx<'_>,
-        out: &mut Vec<u8>,
-    ) -> Option<u16> {
+    pub fn accept_watch(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Option<u16> {
+        // A `watch` met by `step` (a datagram's) starts its input.
+        let at = self.watch_at.take().unwrap_or(0);
+        // The `watch` line is parsed again here, so that the request path carries
+        // nothing for it.
+        let (before, line) = input.split_at_checked(at)?;
+        let Some((Ok(Request::Admin(Admin::Watch { events, noreply })), _)) =
+            text::parse(line, &self.cfg)
+        else {
+            return None;
+        };
         let stacked = replies_stacked(before, &self.cfg);
         exec::admin::watch(events, noreply, stacked, cx, out)
     }

@@ -401,11 +401,11 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'
         };
         match flow {
             Flow::Next | Flow::Suspend => answer(tx, out),
-            Flow::Watch { events, noreply } => {
+            Flow::Watch => {
                 // A datagram cannot become a log stream: memcached never answers an
                 // accepted UDP `watch`, nor what follows it in the datagram (its
                 // refusals are answered).
-                if crate::exec::admin::watch(events, noreply, false, cx, out).is_some() {
+                if session.accept_watch(input, cx, out).is_some() {
                     return;
                 }
                 answer(tx, out)

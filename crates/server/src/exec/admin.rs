@@ -174,7 +174,7 @@ pub fn execute(
             Flow::Next
         }
         // The request step checks it (it knows what came before it).
-        Admin::Watch { events, noreply } => Flow::Watch { events, noreply },
+        Admin::Watch { .. } => Flow::Watch,
         Admin::LruTempTtl { ttl, noreply } => {
             let mut lru = t.lru.lock();
             lru.temp_lru = ttl >= 0;

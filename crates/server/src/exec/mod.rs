@@ -78,10 +78,10 @@ pub enum Flow {
     /// share of the walk for this turn); run the same request again later. The
     /// request step keeps how far it got ([`Resume`]).
     Suspend,
-    /// `watch` with these event types (memcached's `LOG_*` bits; `None`: an unknown
-    /// one). The request step checks it ([`admin::watch`]), as that needs what came
-    /// before it in the batch; if accepted, the connection becomes a log stream.
-    Watch { events: Option<u16>, noreply: bool },
+    /// `watch`: the request step checks it ([`admin::watch`]), as that needs what
+    /// came before it in the batch; if it stands, the connection becomes a log
+    /// stream. (No payload: the request path stays as it was without `watch`.)
+    Watch,
 }
 
 /// How far a suspended request got ([`Flow::Suspend`]), kept by the request step
