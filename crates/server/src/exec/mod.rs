@@ -94,9 +94,8 @@ pub struct Resume {
     pub walk: Option<WalkCursor>,
 }
 
-/// What a lookup's visitor saw of the item it found, for `watch fetchers` (its size
-/// and class). Recorded on every hit: three stores, and nothing is read from it
-/// unless somebody watches.
+/// What a lookup showed of the item it found: its size and class, as `watch`
+/// reports them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Seen {
     value_len: usize,
@@ -116,6 +115,33 @@ impl Seen {
     }
 }
 
+/// `watch fetchers` for one request's lookups: whether somebody watches (one
+/// Relaxed load, per request, not per key), and, only then, what the last hit
+/// showed of its item ([`FetchWatch::hit`], called by lookup visitors).
+#[derive(Clone, Copy, Debug)]
+pub struct FetchWatch {
+    on: bool,
+    seen: Seen,
+}
+
+impl FetchWatch {
+    #[inline]
+    pub fn new(cx: &Ctx<'_>) -> FetchWatch {
+        FetchWatch {
+            on: cx.server.watch.wants(line::FETCHERS),
+            seen: Seen::default(),
+        }
+    }
+
+    /// A lookup's visitor was shown `it`.
+    #[inline]
+    pub fn hit(&mut self, it: &Item<'_>) {
+        if self.on {
+            self.seen = Seen::of(it);
+        }
+    }
+}
+
 /// Counts one lookup, for every protocol alike, as memcached does: `get_expired` or
 /// `get_flushed` when the key held a dead item (`do_item_get`, whatever the command),
 /// then the command's own counters. A lookup that touches (`gat`, `touch`, binary GAT
@@ -123,7 +149,7 @@ impl Seen {
 /// `touch_hits`/`touch_misses`; any other counts `cmd_get` and
 /// `get_hits`/`get_misses`. Then `watch fetchers` is told ([`note_fetch`]).
 #[inline]
-pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, seen: Seen) {
+pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, fw: &FetchWatch) {
     let c = cx.counters;
     match found {
         Fetch::Expired => c.get_expired.incr(),
@@ -148,17 +174,17 @@ pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, seen: Se
             c.get_misses.incr();
         }
     }
-    note_fetch(cx, key, found, seen);
+    note_fetch(cx, key, found, fw);
 }
 
-/// `watch fetchers`: an `item_get` line for a lookup of `key`. When nobody watches,
-/// one Relaxed load. (memcached also logs the lookups inside stores, deletes and
+/// `watch fetchers`: an `item_get` line for a lookup of `key`, if `fw` says
+/// somebody watches. (memcached also logs the lookups inside stores, deletes and
 /// incr/decr; memcrab logs the lookups of the fetching commands only, see
 /// docs/operations.md.)
 #[inline]
-pub fn note_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
-    if cx.server.watch.wants(line::FETCHERS) {
-        report_fetch(cx, key, found, seen);
+pub fn note_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, fw: &FetchWatch) {
+    if fw.on {
+        report_fetch(cx, key, found, fw.seen);
     }
 }
 
