@@ -132,7 +132,7 @@ impl Conn {
 
     /// Runs the connection as far as it can go without blocking.
     pub fn drive(&mut self, cx: &Ctx<'_>, reqs_per_event: usize) -> Next {
-        let cx = &cx.on(self.info.fd);
+        cx.fd.set(self.info.fd);
         if self.watcher.is_some() {
             return self.drive_watch(cx);
         }
@@ -145,7 +145,7 @@ impl Conn {
                 }
                 return Next::Close;
             }
-            if let Stop::Watch(_) = stop {
+            if stop == Stop::Watch {
                 return match self.drive_watch(cx) {
                     Next::Wait => Next::Watching,
                     next => next,
@@ -291,6 +291,7 @@ impl Conn {
             return Stop::Quit;
         }
         loop {
+            let start = self.rpos;
             let served = self.session.serve(
                 &self.rbuf[self.rpos..self.rend],
                 cx,
@@ -305,16 +306,24 @@ impl Conn {
                     self.close_reason = CloseReason::Normal;
                 }
                 Stop::Hangup => self.quit = true,
-                Stop::Watch(events) if !self.start_watch(cx, events) => continue,
+                Stop::Watch if !self.start_watch(cx, start) => continue,
                 _ => {}
             }
             return served.stop;
         }
     }
 
-    /// Turns the connection into a log stream of `events`; false (with memcached's
-    /// reply queued, and the connection serving on) when that cannot be done.
-    fn start_watch(&mut self, cx: &Ctx<'_>, events: u16) -> bool {
+    /// After [`Stop::Watch`] (the batch began at `start`): turns the connection into
+    /// a log stream if the `watch` stands; false (with memcached's reply queued, and
+    /// the connection serving on) when it does not. (The watch paths are kept out of
+    /// line, off the request path.)
+    #[cold]
+    #[inline(never)]
+    fn start_watch(&mut self, cx: &Ctx<'_>, start: usize) -> bool {
+        let input = &self.rbuf[start..self.rend];
+        let Some(events) = self.session.accept_watch(input, cx, &mut self.wbuf) else {
+            return false;
+        };
         let Some(waker) = cx.server.worker_waker(cx.worker) else {
             self.wbuf.extend_from_slice(watch_reply::FAILED);
             return false;
@@ -334,9 +343,9 @@ impl Conn {
     /// not read falls behind in the hub instead of growing here), and reads only to
     /// notice the client closing: memcached ignores what a watcher sends. The hub
     /// wakes the worker when lines arrive; a writable socket brings it back too.
+    #[cold]
+    #[inline(never)]
     fn drive_watch(&mut self, cx: &Ctx<'_>) -> Next {
-        // memcached closes a watcher as `error`, whatever ended it.
-        self.close_reason = CloseReason::Error;
         loop {
             let mut progress = false;
             if self.unsent() < OUTPUT_HIGH_WATER {
@@ -356,9 +365,12 @@ impl Conn {
             }
             if self.may_read {
                 match self.discard_input(cx) {
-                    Ok(true) => progress = true,
-                    Ok(false) => {}
-                    Err(_) => return Next::Close,
+                    Ok(read) => progress |= read,
+                    // memcached closes a watcher as `error`, whatever ended it.
+                    Err(_) => {
+                        self.close_reason = CloseReason::Error;
+                        return Next::Close;
+                    }
                 }
             }
             if !progress {
@@ -367,8 +379,8 @@ impl Conn {
         }
     }
 
-    /// Reads and drops what a watcher sent. Ok(true) when bytes came; an error at
-    /// EOF.
+    /// Reads and drops what a watcher sent: Ok(true) when bytes came, an error at
+    /// EOF. (Not `fill`, to keep that inlined in the request path.)
     fn discard_input(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
         let mut buf = [0u8; 4096];
         loop {

@@ -68,9 +68,9 @@ pub enum Stop {
     Quit,
     /// As `Quit`, after a request that cannot be served (`Flow::Hangup`).
     Hangup,
-    /// `watch` was accepted for these event types: the connection becomes a log
-    /// stream. Its input after the `watch` line is never served.
-    Watch(u16),
+    /// A `watch` request ends the batch (it is consumed): the transport asks
+    /// [`Session::accept_watch`] whether it stands, and serves on if not.
+    Watch,
     /// Close now, without sending anything more.
     Close,
 }
@@ -112,6 +112,9 @@ pub struct Session {
     swallow: usize,
     /// How far a suspended multi-get or key dump got.
     resume: Resume,
+    /// Where the `watch` that ended the last batch ([`Stop::Watch`]) starts in that
+    /// `serve` call's input.
+    watch_at: Option<usize>,
 }
 
 impl Session {
@@ -142,6 +145,7 @@ impl Session {
             auth_reply_at: None,
             swallow: 0,
             resume: Resume::default(),
+            watch_at: None,
         }
     }
 
@@ -184,7 +188,7 @@ impl Session {
         }
         match self.proto {
             Proto::Ascii => match text::parse(input, &self.cfg) {
-                Some(parsed) => self.run_text(parsed, &[], input, cx, out, out_limit),
+                Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
                 None => Step::NeedMore,
             },
             Proto::Binary => self.binary_step(input, cx, out),
@@ -260,8 +264,7 @@ impl Session {
                         next2 = parse_ahead(&input[end..], &self.cfg, cx);
                     }
                 }
-                let step =
-                    self.run_text((parsed, consumed), &input[..pos], rest, cx, out, out_limit);
+                let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
                 if !matches!(
                     step,
                     Step::Done {
@@ -299,7 +302,10 @@ impl Session {
                     break Stop::Hangup;
                 }
                 Flow::Close => break Stop::Close,
-                Flow::Watch(events) => break Stop::Watch(events),
+                Flow::Watch => {
+                    self.watch_at = Some(pos - consumed);
+                    break Stop::Watch;
+                }
             }
         };
         Served {
@@ -308,26 +314,18 @@ impl Session {
         }
     }
 
-    /// Executes a parsed text request (or answers its parse error). `input` starts
-    /// with the request (a [`Flow::Hangup`] consumes all of it); `before` is what this
-    /// batch served before it (`watch` looks).
+    /// Executes a parsed text request (or answers its parse error). `available` is
+    /// the input's length, all of which a [`Flow::Hangup`] consumes.
     #[inline]
     fn run_text(
         &mut self,
         (parsed, consumed): text::Parsed<'_>,
-        before: &[u8],
-        input: &[u8],
+        available: usize,
         cx: &Ctx<'_>,
         out: &mut Vec<u8>,
         out_limit: usize,
     ) -> Step {
-        let available = input.len();
         let (consumed, flow) = match parsed {
-            Ok(Request::Admin(Admin::Watch { events, noreply })) => {
-                let stacked = replies_stacked(before, &self.cfg);
-                let flow = exec::admin::watch(events, noreply, stacked, cx, out);
-                (consumed, flow)
-            }
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),
                 Flow::Swallow(n) => {
@@ -351,6 +349,27 @@ impl Session {
             flow,
             counted: true,
         }
+    }
+
+    /// After [`Stop::Watch`] (or a [`Flow::Watch`] from `step`): `watch`'s checks (see
+    /// [`exec::admin::watch`]), given the input of that `serve` (or `step`) call, then
+    /// the event types to stream, or `None` when it was refused (with its reply in
+    /// `out`).
+    #[cold]
+    #[inline(never)]
+    pub fn accept_watch(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Option<u16> {
+        // A `watch` met by `step` (a datagram's) starts its input.
+        let at = self.watch_at.take().unwrap_or(0);
+        // The `watch` line is parsed again here, so that the request path carries
+        // nothing for it.
+        let (before, line) = input.split_at_checked(at)?;
+        let Some((Ok(Request::Admin(Admin::Watch { events, noreply })), _)) =
+            text::parse(line, &self.cfg)
+        else {
+            return None;
+        };
+        let stacked = replies_stacked(before, &self.cfg);
+        exec::admin::watch(events, noreply, stacked, cx, out)
     }
 
     /// One binary packet (`try_read_command_binary` and `dispatch_bin_command`).

@@ -131,7 +131,7 @@ impl Port {
     /// Serves datagrams until the socket is drained (returns false) or the turn's
     /// quota is used (returns true: call again soon, as no new edge will come).
     pub fn serve(&mut self, cx: &Ctx<'_>) -> bool {
-        let cx = &cx.on(self.info.fd);
+        cx.fd.set(self.info.fd);
         for _ in 0..DATAGRAMS_PER_TURN {
             let (len, peer) = match self.sock.recv_from(&mut self.rbuf) {
                 Ok(x) => x,
@@ -401,6 +401,15 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'
         };
         match flow {
             Flow::Next | Flow::Suspend => answer(tx, out),
+            Flow::Watch => {
+                // A datagram cannot become a log stream: memcached never answers an
+                // accepted UDP `watch`, nor what follows it in the datagram (its
+                // refusals are answered).
+                if session.accept_watch(input, cx, out).is_some() {
+                    return;
+                }
+                answer(tx, out)
+            }
             Flow::Swallow(n) => {
                 // A refused value: memcached sends the error once the data has been
                 // swallowed, which never happens if it is not in this datagram.
@@ -428,9 +437,7 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'
                 tx.reply(out);
                 return;
             }
-            // A datagram cannot become a log stream: memcached's UDP `watch` is
-            // never answered, and nothing after it in the datagram either.
-            Flow::Close | Flow::Watch(_) => return,
+            Flow::Close => return,
         }
         tx.request_done(forces_write, pos < payload.len());
     }

@@ -58,7 +58,7 @@ impl Worker {
             engine: &*server.engine,
             counters: &server.counters[self.id],
             worker: self.id,
-            fd: -1,
+            fd: std::cell::Cell::new(-1),
         };
         let mut conns: Vec<Option<Conn>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();

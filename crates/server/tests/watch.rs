@@ -644,3 +644,40 @@ fn a_watcher_closing_cleanly() {
         assert!(Instant::now() < deadline, "log_watcher_sent stays below 3");
     }
 }
+
+#[test]
+fn over_udp_a_watch_is_not_answered() {
+    for (args, refused) in [(&["-U", "1"][..], false), (&["-U", "1", "-W"][..], true)] {
+        let server = Server::tcp(args);
+        let port = server.udp_port.expect("a UDP port");
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        sock.connect(("127.0.0.1", port)).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        // Frame: request id, sequence 0, 1 datagram, reserved.
+        let frame = |id: u8, payload: &[u8]| [&[0, id, 0, 0, 0, 1, 0, 0][..], payload].concat();
+        sock.send(&frame(1, b"watch\r\n")).expect("send");
+        sock.send(&frame(2, b"version\r\n")).expect("send");
+        let mut buf = [0u8; 2048];
+        let n = sock.recv(&mut buf).expect("a reply");
+        if refused {
+            assert_eq!(
+                &buf[..n],
+                &frame(1, b"CLIENT_ERROR watch commands not allowed\r\n")[..]
+            );
+            let n = sock.recv(&mut buf).expect("a reply");
+            assert!(
+                buf[..n].starts_with(&frame(2, b"VERSION ")),
+                "{:?}",
+                &buf[..n]
+            );
+        } else {
+            // Only the version: nothing answers the watch.
+            assert!(
+                buf[..n].starts_with(&frame(2, b"VERSION ")),
+                "{:?}",
+                &buf[..n]
+            );
+        }
+    }
+}

@@ -173,8 +173,8 @@ pub fn execute(
             answer(out, noreply, reply::OK);
             Flow::Next
         }
-        // The request step answers `watch` itself (it knows what came before it).
-        Admin::Watch { events, noreply } => watch(events, noreply, false, cx, out),
+        // The request step checks it (it knows what came before it).
+        Admin::Watch { .. } => Flow::Watch,
         Admin::LruTempTtl { ttl, noreply } => {
             let mut lru = t.lru.lock();
             lru.temp_lru = ttl >= 0;
@@ -187,27 +187,28 @@ pub fn execute(
     }
 }
 
-/// `watch` (`process_watch_command` up to `logger_add_watcher`): refused under `-W`,
-/// then when replies to earlier requests are still to be sent (`stacked`, which the
-/// request step decides), then for an unknown event type; `noreply` silences those
-/// errors. Otherwise [`Flow::Watch`]: the connection's transport starts the stream.
+/// `watch`'s checks (`process_watch_command` up to `logger_add_watcher`): refused
+/// under `-W`, then when replies to earlier requests are still to be sent
+/// (`stacked`, which the request step decides), then for an unknown event type;
+/// `noreply` silences those errors. Returns the event types when accepted: the
+/// connection's transport then starts the stream.
 pub fn watch(
     events: Option<u16>,
     noreply: bool,
     stacked: bool,
     cx: &Ctx<'_>,
     out: &mut Vec<u8>,
-) -> Flow {
+) -> Option<u16> {
     let refused = match events {
         _ if !cx.server.settings.watch_enabled => watch_reply::DISABLED,
         _ if stacked => watch_reply::CANNOT_PIPELINE,
         None => reply::ERROR,
-        Some(events) => return Flow::Watch(events),
+        Some(events) => return Some(events),
     };
     if !noreply {
         out.extend_from_slice(refused);
     }
-    Flow::Next
+    None
 }
 
 /// One turn of a key dump (see the module docs): lines for the live items of

@@ -14,7 +14,9 @@ use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult, Vivify,
 };
 
-use super::{count_fetch, count_store, count_too_large, store_cmd, Ctx, Flow, Mutation, Seen};
+use super::{
+    count_fetch, count_store, count_too_large, store_cmd, Ctx, FetchWatch, Flow, Mutation,
+};
 use crate::auth;
 use crate::prefix::Op;
 use crate::server::VERSION;
@@ -99,9 +101,9 @@ pub fn execute(
                 touch: touch.map(|t| clock.realtime(i64::from(t))),
                 ..GetOpts::default()
             };
-            let mut seen = Seen::default();
+            let mut fw = FetchWatch::new(cx);
             let found = cx.engine.get(key, &opts, &mut |it| {
-                seen = Seen::of(&it);
+                fw.hit(&it);
                 bin::hit(
                     out,
                     h,
@@ -112,7 +114,7 @@ pub fn execute(
                 );
                 false
             });
-            count_fetch(cx, key, touch.is_some(), found, seen);
+            count_fetch(cx, key, touch.is_some(), found, &fw);
             let hit = found.is_hit();
             cx.server.prefixes.record(key, Op::Get { hit });
             if !hit && !quiet {

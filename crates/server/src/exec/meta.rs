@@ -32,7 +32,7 @@ use memcrab_store::{
 
 use super::{
     before_delete, count_fetch, count_store, count_too_large, note_delete, note_fetch, store_cmd,
-    Ctx, Flow, Mutation, Seen,
+    Ctx, FetchWatch, Flow, Mutation,
 };
 
 /// Executes one meta request, appending its reply to `out`.
@@ -146,9 +146,9 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
     };
     let start = out.len();
     let mut failed = false;
-    let mut seen = Seen::default();
+    let mut fw = FetchWatch::new(cx);
     let found = cx.engine.get(kbytes, &opts, &mut |it| {
-        seen = Seen::of(&it);
+        fw.hit(&it);
         if flags.value {
             out.extend_from_slice(b"VA ");
             out.extend_from_slice(itoa::Buffer::new().format(it.value.len()).as_bytes());
@@ -213,13 +213,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
     }
     // memcached's mg counts a touch only once it found the item (`ttl_set` is set
     // while walking a hit's flags); a miss is a get miss whatever the flags.
-    count_fetch(
-        cx,
-        kbytes,
-        ttl.is_some() && found == Fetch::Hit,
-        found,
-        seen,
-    );
+    count_fetch(cx, kbytes, ttl.is_some() && found == Fetch::Hit, found, &fw);
     if found == Fetch::Hit {
         return Flow::Next;
     }
@@ -436,10 +430,10 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         no_bump: true,
         ..GetOpts::default()
     };
-    let mut seen = Seen::default();
+    let mut fw = FetchWatch::new(cx);
     let found = cx.engine.get(kbytes, &opts, &mut |it| {
         use std::io::Write;
-        seen = Seen::of(&it);
+        fw.hit(&it);
         out.extend_from_slice(b"ME ");
         if key.is_binary() {
             memcrab_proto::text::meta::base64_encode(kbytes, out);
@@ -466,7 +460,7 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         false
     });
     // memcached's `me` looks the key up with item_get, which `watch fetchers` logs.
-    note_fetch(cx, kbytes, found, seen);
+    note_fetch(cx, kbytes, found, &fw);
     if found != Fetch::Hit {
         out.extend_from_slice(reply::EN);
     }

@@ -21,6 +21,8 @@ pub mod binary;
 pub mod meta;
 pub mod text;
 
+use std::cell::Cell;
+
 use memcrab_proto::text::watch::{self as line, DeleteCmd, GetStatus, StoreStatus};
 use memcrab_proto::text::StoreCmd;
 use memcrab_store::{
@@ -31,8 +33,7 @@ use crate::counters::Counters;
 use crate::server::Server;
 use crate::slab::Classes;
 
-/// What a worker needs to execute requests.
-#[derive(Clone, Copy)]
+/// What a worker needs to execute requests (one per worker thread).
 pub struct Ctx<'a> {
     pub server: &'a Server,
     pub engine: &'a dyn Engine,
@@ -40,18 +41,12 @@ pub struct Ctx<'a> {
     pub counters: &'a Counters,
     /// The executing worker's number (its event loop is what a new watcher wakes).
     pub worker: usize,
-    /// The socket the requests come from (`watch`'s `cfd`); set per connection by
-    /// [`Ctx::on`].
-    pub fd: i32,
+    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
+    /// sets it before it serves a connection or a UDP socket.
+    pub fd: Cell<i32>,
 }
 
-impl<'a> Ctx<'a> {
-    /// This context for the requests of socket `fd`.
-    #[inline]
-    pub fn on(&self, fd: i32) -> Ctx<'a> {
-        Ctx { fd, ..*self }
-    }
-
+impl Ctx<'_> {
     /// memcached's slab classes under these settings, for the `clsid` of log lines.
     fn classes(&self) -> Classes {
         let s = &self.server.settings;
@@ -83,9 +78,10 @@ pub enum Flow {
     /// share of the walk for this turn); run the same request again later. The
     /// request step keeps how far it got ([`Resume`]).
     Suspend,
-    /// `watch` was accepted for these event types (memcached's `LOG_*` bits): the
-    /// connection becomes a log stream. The rest of its input is never read.
-    Watch(u16),
+    /// `watch`: the request step checks it ([`admin::watch`]), as that needs what
+    /// came before it in the batch; if it stands, the connection becomes a log
+    /// stream. (No payload: the request path stays as it was without `watch`.)
+    Watch,
 }
 
 /// How far a suspended request got ([`Flow::Suspend`]), kept by the request step
@@ -98,9 +94,8 @@ pub struct Resume {
     pub walk: Option<WalkCursor>,
 }
 
-/// What a lookup's visitor saw of the item it found, for `watch fetchers` (its size
-/// and class). Recorded on every hit: three stores, and nothing is read from it
-/// unless somebody watches.
+/// What a lookup showed of the item it found: its size and class, as `watch`
+/// reports them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Seen {
     value_len: usize,
@@ -120,6 +115,33 @@ impl Seen {
     }
 }
 
+/// `watch fetchers` for one request's lookups: whether somebody watches (one
+/// Relaxed load, per request, not per key), and, only then, what the last hit
+/// showed of its item ([`FetchWatch::hit`], called by lookup visitors).
+#[derive(Clone, Copy, Debug)]
+pub struct FetchWatch {
+    on: bool,
+    seen: Seen,
+}
+
+impl FetchWatch {
+    #[inline]
+    pub fn new(cx: &Ctx<'_>) -> FetchWatch {
+        FetchWatch {
+            on: cx.server.watch.wants(line::FETCHERS),
+            seen: Seen::default(),
+        }
+    }
+
+    /// A lookup's visitor was shown `it`.
+    #[inline]
+    pub fn hit(&mut self, it: &Item<'_>) {
+        if self.on {
+            self.seen = Seen::of(it);
+        }
+    }
+}
+
 /// Counts one lookup, for every protocol alike, as memcached does: `get_expired` or
 /// `get_flushed` when the key held a dead item (`do_item_get`, whatever the command),
 /// then the command's own counters. A lookup that touches (`gat`, `touch`, binary GAT
@@ -127,7 +149,7 @@ impl Seen {
 /// `touch_hits`/`touch_misses`; any other counts `cmd_get` and
 /// `get_hits`/`get_misses`. Then `watch fetchers` is told ([`note_fetch`]).
 #[inline]
-pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, seen: Seen) {
+pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, fw: &FetchWatch) {
     let c = cx.counters;
     match found {
         Fetch::Expired => c.get_expired.incr(),
@@ -152,17 +174,17 @@ pub fn count_fetch(cx: &Ctx<'_>, key: &[u8], touch: bool, found: Fetch, seen: Se
             c.get_misses.incr();
         }
     }
-    note_fetch(cx, key, found, seen);
+    note_fetch(cx, key, found, fw);
 }
 
-/// `watch fetchers`: an `item_get` line for a lookup of `key`. When nobody watches,
-/// one Relaxed load. (memcached also logs the lookups inside stores, deletes and
+/// `watch fetchers`: an `item_get` line for a lookup of `key`, if `fw` says
+/// somebody watches. (memcached also logs the lookups inside stores, deletes and
 /// incr/decr; memcrab logs the lookups of the fetching commands only, see
 /// docs/operations.md.)
 #[inline]
-pub fn note_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
-    if cx.server.watch.wants(line::FETCHERS) {
-        report_fetch(cx, key, found, seen);
+pub fn note_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, fw: &FetchWatch) {
+    if fw.on {
+        report_fetch(cx, key, found, fw.seen);
     }
 }
 
@@ -179,7 +201,7 @@ fn report_fetch(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
         Fetch::Expired => (GetStatus::Expired, 0, 0),
         Fetch::Flushed => (GetStatus::Flushed, 0, 0),
     };
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::FETCHERS, &mut |out| {
         line::item_get(out, key, status, clsid, fd, size)
     });
@@ -267,7 +289,7 @@ fn report_store(cx: &Ctx<'_>, r: StoreResult, m: &Mutation<'_>) {
         t => t.wrapping_sub(cx.engine.clock().now()),
     };
     let clsid = cx.classes().of(m.key.len(), flags, value_len);
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::MUTATIONS, &mut |out| {
         line::item_store(out, m.key, status, Some(m.cmd), ttl, clsid, fd, value_len)
     });
@@ -293,7 +315,7 @@ fn report_refused(cx: &Ctx<'_>, key: &[u8], cmd: Option<StoreCmd>, r: StoreResul
         StoreResult::OutOfMemory => StoreStatus::NoMemory,
         _ => StoreStatus::TooLarge,
     };
-    let fd = cx.fd;
+    let fd = cx.fd.get();
     cx.server.watch.emit(line::MUTATIONS, &mut |out| {
         line::item_store(out, key, status, cmd, 0, 0, fd, 0)
     });

@@ -10,8 +10,8 @@ use memcrab_store::{
 };
 
 use super::{
-    before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, Flow, Mutation,
-    Resume, Seen,
+    before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, FetchWatch, Flow,
+    Mutation, Resume,
 };
 use crate::prefix::Op;
 use crate::server::VERSION;
@@ -42,6 +42,7 @@ pub fn execute(
                 ..GetOpts::default()
             };
             let start = out.len();
+            let mut fw = FetchWatch::new(cx);
             // Multigets: start loading later keys' index buckets, then their items,
             // so the cache misses of many keys overlap instead of adding up.
             // The key being looked up next gains nothing: only later ones are hinted.
@@ -72,13 +73,12 @@ pub fn execute(
                     resume.keys = 0;
                     return Flow::Next;
                 }
-                let mut seen = Seen::default();
                 let found = cx.engine.get(key, &opts, &mut |it| {
-                    seen = Seen::of(&it);
+                    fw.hit(&it);
                     reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
                     false
                 });
-                count_fetch(cx, key, touch.is_some(), found, seen);
+                count_fetch(cx, key, touch.is_some(), found, &fw);
                 let hit = found.is_hit();
                 cx.server.prefixes.record(key, Op::Get { hit });
             }
@@ -188,12 +188,12 @@ pub fn execute(
                 touch: Some(cx.engine.clock().realtime(i64::from(exptime))),
                 ..GetOpts::default()
             };
-            let mut seen = Seen::default();
+            let mut fw = FetchWatch::new(cx);
             let found = cx.engine.get(key, &opts, &mut |it| {
-                seen = Seen::of(&it);
+                fw.hit(&it);
                 false
             });
-            count_fetch(cx, key, true, found, seen);
+            count_fetch(cx, key, true, found, &fw);
             let r = if found.is_hit() {
                 reply::TOUCHED
             } else {

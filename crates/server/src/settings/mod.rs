@@ -613,8 +613,9 @@ pub fn usage() -> String {
 -i, --license             print the license and exit
 -V, --version             print version and exit
 -P, --pidfile=<file>      save the PID in <file>
--f, --slab-growth-factor  accepted for compatibility; memcrab has no slab classes
--n, --slab-min-size       accepted for compatibility; memcrab has no slab classes
+-f, --slab-growth-factor  memcrab has no slab classes; sets those `me` and `watch`
+                          report (default: 1.25)
+-n, --slab-min-size       as -f (default: 48)
 -L, --enable-largepages   accepted for compatibility; no effect
 -D <char>                 stats prefix delimiter for `stats detail` (default: ':')
 -t, --threads=<num>       worker threads (default: 4; at most the usable CPUs run)
