@@ -659,7 +659,13 @@ fn over_udp_a_watch_is_not_answered() {
         sock.send(&frame(1, b"watch\r\n")).expect("send");
         sock.send(&frame(2, b"version\r\n")).expect("send");
         let mut buf = [0u8; 2048];
-        let n = sock.recv(&mut buf).expect("a reply");
+        let mut n = sock.recv(&mut buf).expect("a reply");
+        // memcached sometimes sends the watch's empty response object as a bare
+        // header (total 0), depending on whether both datagrams fall in one write
+        // round (see udp.rs); memcrab never answers a watch over UDP.
+        if !refused && common::against_memcached() && buf[..n] == frame(1, b"")[..] {
+            n = sock.recv(&mut buf).expect("a reply");
+        }
         if refused {
             assert_eq!(
                 &buf[..n],
