@@ -88,8 +88,7 @@ pub fn prefix(out: &mut Vec<u8>, secs: u64, micros: u32, gid: u64) {
     out.extend_from_slice(b.format(secs).as_bytes());
     out.push(b'.');
     out.extend_from_slice(b.format(micros).as_bytes());
-    out.extend_from_slice(b" gid=");
-    out.extend_from_slice(b.format(gid).as_bytes());
+    field(out, b" gid=", gid);
     out.push(b' ');
 }
 
@@ -121,7 +120,6 @@ pub fn item_get(
     cfd: i32,
     size: usize,
 ) {
-    let mut b = itoa::Buffer::new();
     out.extend_from_slice(b"type=item_get key=");
     uriencode(out, key);
     out.extend_from_slice(match status {
@@ -130,7 +128,7 @@ pub fn item_get(
         GetStatus::Flushed => b" status=flushed",
         GetStatus::Expired => b" status=expired",
     });
-    class_fd_size(out, &mut b, clsid, cfd, size);
+    class_fd_size(out, clsid, cfd, size);
 }
 
 /// The result of a storage request (`item_store`'s `status`).
@@ -159,7 +157,6 @@ pub fn item_store(
     cfd: i32,
     size: usize,
 ) {
-    let mut b = itoa::Buffer::new();
     out.extend_from_slice(b"type=item_store key=");
     uriencode(out, key);
     out.extend_from_slice(match status {
@@ -179,19 +176,21 @@ pub fn item_store(
         Some(StoreCmd::Prepend) => b" cmd=prepend",
         Some(StoreCmd::Cas) => b" cmd=cas",
     });
-    out.extend_from_slice(b" ttl=");
-    out.extend_from_slice(b.format(ttl).as_bytes());
-    class_fd_size(out, &mut b, clsid, cfd, size);
+    field(out, b" ttl=", ttl);
+    class_fd_size(out, clsid, cfd, size);
+}
+
+/// Appends ` name=<number>`.
+fn field(out: &mut Vec<u8>, name: &[u8], v: impl itoa::Integer) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// ` clsid=<class> cfd=<fd> size=<bytes>\n`, the end of `item_get` and `item_store`.
-fn class_fd_size(out: &mut Vec<u8>, b: &mut itoa::Buffer, clsid: u32, cfd: i32, size: usize) {
-    out.extend_from_slice(b" clsid=");
-    out.extend_from_slice(b.format(clsid).as_bytes());
-    out.extend_from_slice(b" cfd=");
-    out.extend_from_slice(b.format(cfd).as_bytes());
-    out.extend_from_slice(b" size=");
-    out.extend_from_slice(b.format(size).as_bytes());
+fn class_fd_size(out: &mut Vec<u8>, clsid: u32, cfd: i32, size: usize) {
+    field(out, b" clsid=", clsid);
+    field(out, b" cfd=", cfd);
+    field(out, b" size=", size);
     out.push(b'\n');
 }
 
@@ -206,18 +205,13 @@ pub fn eviction(
     clsid: u32,
     size: usize,
 ) {
-    let mut b = itoa::Buffer::new();
     out.extend_from_slice(b"type=eviction key=");
     uriencode(out, key);
     out.extend_from_slice(if fetched { b" fetch=yes" } else { b" fetch=no" });
-    out.extend_from_slice(b" ttl=");
-    out.extend_from_slice(b.format(ttl).as_bytes());
-    out.extend_from_slice(b" la=");
-    out.extend_from_slice(b.format(la).as_bytes());
-    out.extend_from_slice(b" clsid=");
-    out.extend_from_slice(b.format(clsid).as_bytes());
-    out.extend_from_slice(b" size=");
-    out.extend_from_slice(b.format(size).as_bytes());
+    field(out, b" ttl=", ttl);
+    field(out, b" la=", la);
+    field(out, b" clsid=", clsid);
+    field(out, b" size=", size);
     out.push(b'\n');
 }
 
@@ -233,17 +227,14 @@ pub enum DeleteCmd {
 /// `type=deleted key=<key> cmd=delete|md clsid=<class> size=<value bytes>\n`
 /// (`_logger_parse_ide`, memcached 1.6.20).
 pub fn deleted(out: &mut Vec<u8>, key: &[u8], cmd: DeleteCmd, clsid: u32, size: usize) {
-    let mut b = itoa::Buffer::new();
     out.extend_from_slice(b"type=deleted key=");
     uriencode(out, key);
     out.extend_from_slice(match cmd {
         DeleteCmd::Delete => b" cmd=delete",
         DeleteCmd::Md => b" cmd=md",
     });
-    out.extend_from_slice(b" clsid=");
-    out.extend_from_slice(b.format(clsid).as_bytes());
-    out.extend_from_slice(b" size=");
-    out.extend_from_slice(b.format(size).as_bytes());
+    field(out, b" clsid=", clsid);
+    field(out, b" size=", size);
     out.push(b'\n');
 }
 
