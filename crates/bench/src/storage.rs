@@ -9,6 +9,9 @@
 //!   cache sees in production: get, and on a miss set the key. Keys follow zipf 0.99
 //!   over 10M keys; each key's value length is fixed, 100–300 B, from a hash of the
 //!   key. 20M requests warm the cache, the next 5M are measured.
+//! - `hitcurve`: `hit`'s workload from an empty cache, the hit ratio of every
+//!   million requests over 25M: how long each server takes to settle, and so how
+//!   much a short warm-up or a short window moves the comparison.
 //! - `calcify`: `-m 64` filled with 100-byte items (more than fit), then the
 //!   read-through pattern (zipf 0.99) over a new key space of 2 KB items, far more
 //!   than fit; the hit ratio per
@@ -38,7 +41,7 @@ pub struct StorageArgs {
     /// for each server; the first is the baseline for ratios. `NAME=CMD` names it.
     #[arg(long = "server-cmd", required = true)]
     pub server_cmds: Vec<String>,
-    /// Experiments to run: bytes, hit, calcify.
+    /// Experiments to run: bytes, hit, calcify; also hitcurve (not by default).
     #[arg(long, value_delimiter = ',', default_value = "bytes,hit,calcify")]
     pub experiments: Vec<String>,
     /// Smaller counts (200k items, 6M hit-ratio requests), for a quick look.
@@ -243,6 +246,7 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
         match e.as_str() {
             "bytes" => bytes(&a, &servers)?,
             "hit" => hit(&a, &servers)?,
+            "hitcurve" => hit_curve(&a, &servers)?,
             "calcify" => calcify(&a, &servers)?,
             other => bail!("unknown experiment {other:?} (bytes, hit, calcify)"),
         }
@@ -399,6 +403,64 @@ fn hit(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             "| {} | {ratio:.4} | {:+.1} pp | {items} | {ev} |",
             s.name,
             (ratio - b) * 100.0
+        );
+    }
+    Ok(())
+}
+
+fn hit_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
+    let keys: u64 = 10_000_000;
+    let slice: u64 = 1_000_000;
+    let slices: u64 = if a.quick { 6 } else { 25 };
+    let shown: Vec<u64> = [1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 25]
+        .into_iter()
+        .filter(|&m| m <= slices)
+        .collect();
+    println!("\n### Hit ratio over time\n");
+    println!(
+        "`hit`'s workload (`-m 64`, read-through, zipf 0.99 over {keys} keys, 100–300 B, \
+         same seed) from an empty cache; each cell is the hit ratio within the million \
+         requests that end at that many millions. The last columns average slices: \
+         requests 2M–3M (a 2M warm-up and a 1M window) and {}M–{slices}M.\n",
+        slices.saturating_sub(5)
+    );
+    let head: Vec<String> = shown.iter().map(|m| format!("{m}M")).collect();
+    println!(
+        "| server | {} | 2M–3M | {}M–{slices}M |",
+        head.join(" | "),
+        slices.saturating_sub(5)
+    );
+    println!("|---|{}---|---|", "---|".repeat(shown.len()));
+    for s in servers {
+        let (_server, mut c) = start(a, s, 64)?;
+        let zipf = Zipf::new(keys as f64, 0.99).context("zipf")?;
+        let mut rng = SmallRng::seed_from_u64(42);
+        let mut next = || scatter(zipf.sample(&mut rng) as u64 - 1, keys);
+        let vl = |i: u64| value_len(i, 100, 300);
+        let mut ratios = Vec::new();
+        read_through(
+            &mut c,
+            "key:",
+            12,
+            &mut next,
+            vl,
+            slice * slices,
+            slices,
+            |_, g, h| {
+                ratios.push(h as f64 / g.max(1) as f64);
+            },
+        )?;
+        let at = |m: u64| ratios.get(m as usize - 1).copied().unwrap_or(f64::NAN);
+        let tail = slices.saturating_sub(5) as usize;
+        let tail_mean = ratios[tail..].iter().sum::<f64>() / (ratios.len() - tail).max(1) as f64;
+        let cells: Vec<String> = shown.iter().map(|&m| format!("{:.3}", at(m))).collect();
+        eprintln!("hitcurve {}: {:?}", s.name, ratios);
+        println!(
+            "| {} | {} | {:.3} | {:.3} |",
+            s.name,
+            cells.join(" | "),
+            at(3),
+            tail_mean
         );
     }
     Ok(())
