@@ -31,6 +31,10 @@ pub struct CompareArgs {
     /// Also measure the do-nothing responder and report CPU as a multiple of it.
     #[arg(long)]
     pub floor: bool,
+    /// With `--floor`, also measure the io_uring floor (`floor --io uring`, named
+    /// `floor-uring`); the `x floor` column stays relative to the epoll floor.
+    #[arg(long)]
+    pub floor_uring: bool,
     /// Rounds per server.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -234,6 +238,12 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     }
     if a.floor {
         let me = std::env::current_exe()?.display().to_string();
+        if a.floor_uring {
+            cmds.push((
+                "floor-uring".into(),
+                format!("{me} floor --io uring --port {{port}}"),
+            ));
+        }
         cmds.push(("floor".into(), format!("{me} floor --port {{port}}")));
     }
     if cmds.len() < 2 && !a.floor {
