@@ -359,3 +359,25 @@ fn eviction_bounds_items() {
         &cat(&[&value(&last, 0, &v), b"END\r\n"]),
     );
 }
+
+/// `-o io=`: the transport asked for is the one that serves (an io_uring instance
+/// exists only under `uring`, and none under `epoll`, whatever `MEMCRAB_IO` says),
+/// and both serve the same bytes.
+#[test]
+fn io_transport_option() {
+    let rings = |pid: u32| -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("/proc/PID/fd")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.to_string_lossy().contains("io_uring"))
+            .count()
+    };
+    for (io, want_ring) in [("epoll", false), ("uring", true)] {
+        let s = Server::tcp(&["-t", "2", "-o", &format!("io={io}")]);
+        let mut c = s.connect();
+        c.call(&store("set", "k", 7, 0, b"v"), b"STORED\r\n");
+        c.call(b"get k\r\n", &cat(&[&value("k", 7, b"v"), b"END\r\n"]));
+        let n = rings(s.pid());
+        assert_eq!(n > 0, want_ring, "-o io={io}: {n} io_uring instances");
+    }
+}
