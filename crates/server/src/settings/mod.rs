@@ -26,9 +26,10 @@ pub enum EngineKind {
 pub enum IoKind {
     /// mio over epoll: readiness, then `read`/`write` per connection (worker.rs).
     Epoll,
-    /// io_uring: multishot receives into provided buffers, sends batched into one
-    /// `io_uring_enter` per loop turn (uring.rs). Falls back to epoll where the
-    /// kernel refuses it.
+    /// io_uring (the default: less CPU per request on W1–W4, docs/benchmarks.md):
+    /// multishot receives into provided buffers, sends batched into one
+    /// `io_uring_enter` per loop turn (uring.rs). Falls back to epoll, with one log
+    /// line, where the kernel refuses it.
     Uring,
 }
 
@@ -182,7 +183,7 @@ impl Default for Settings {
             idle_timeout_secs: 0,
             hash_power: 16,
             engine: EngineKind::Seg,
-            io: IoKind::Epoll,
+            io: IoKind::Uring,
             growth_factor: 1.25,
             chunk_size: 48,
             stat_prefix: ':',
@@ -675,8 +676,9 @@ pub fn usage() -> String {
                           `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`
                           client may have waiting, default 256); memcached's
                           slab/LRU/crawler tuning options are accepted and ignored;
-                          io=epoll|uring: the connection transport (default epoll,
-                          or the MEMCRAB_IO environment variable)
+                          io=uring|epoll: the connection transport (default uring,
+                          or the MEMCRAB_IO environment variable; uring falls back
+                          to epoll where the kernel refuses io_uring)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
