@@ -446,3 +446,45 @@ fn io_uring_refused_falls_back_to_epoll() {
         .count();
     assert_eq!(rings, 0);
 }
+
+/// A client that pipelines far more than the server buffers, and reads nothing
+/// until the server has stopped reading, gets every reply, in order, once it
+/// reads: the server stops taking input while its output is over the limit (over
+/// io_uring it cancels the connection's multishot receive once a quarter MiB waits
+/// unread, and arms it again as the connection drains) and resumes by itself.
+#[test]
+fn flood_then_read_gets_every_reply() {
+    const N: usize = 300_000; // 2.1 MB of requests, 10.5 MB of replies
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(&store("set", "k", 0, 0, b"0123456789"), b"STORED\r\n");
+    let one = cat(&[&value("k", 0, b"0123456789"), b"END\r\n"]);
+    let flood = s.raw_connect().expect("connect");
+    let (here, there) = (
+        flood.local_tcp_addr().expect("tcp"),
+        flood.peer_tcp_addr().expect("tcp"),
+    );
+    let mut w = flood.try_clone().expect("clone");
+    let writer = thread::spawn(move || w.write_all(&b"get k\r\n".repeat(N)));
+    // Requests wait unread in the server's socket and unsent in ours: the server
+    // has stopped reading.
+    common::wait_until(
+        "the server to stop reading",
+        Duration::from_secs(20),
+        || {
+            let server_unread = common::tcp_queues(there, here).map_or(0, |q| q.1);
+            let client_unsent = common::tcp_queues(here, there).map_or(0, |q| q.0);
+            server_unread > 0 && client_unsent >= 64 * 1024
+        },
+    );
+    let mut reader = common::Client::new(flood);
+    for i in 0..N {
+        let got = reader.read_exact_bytes(one.len());
+        assert!(got == one, "reply {i} of {N}: {}", show(&got));
+    }
+    writer
+        .join()
+        .expect("writer")
+        .expect("all requests written");
+    c.call(b"get k\r\n", &one);
+}
