@@ -24,6 +24,11 @@
 //! reliability.rs (which gates memcrab's own promises); server.rs
 //! and memory.rs test memcrab's own command line and memory bound and are not
 //! expected to pass against memcached.
+//!
+//! `MEMCRAB_IO=epoll` (or `uring`) in the environment picks memcrab's transport for
+//! every server a suite starts (the server reads it as the default of `-o io=`);
+//! `scripts/test` runs the suites once more on the transport that is not the
+//! default.
 
 #![allow(dead_code)]
 
