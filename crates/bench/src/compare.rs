@@ -31,6 +31,10 @@ pub struct CompareArgs {
     /// Also measure the do-nothing responder and report CPU as a multiple of it.
     #[arg(long)]
     pub floor: bool,
+    /// With `--floor`, also measure the io_uring floor (`floor --io uring`, named
+    /// `floor-uring`); the `x floor` column stays relative to the epoll floor.
+    #[arg(long)]
+    pub floor_uring: bool,
     /// Rounds per server.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -156,6 +160,8 @@ impl Drop for Server {
 /// Medians over rounds for one server.
 pub struct Summary {
     pub name: String,
+    /// The worker threads the server says it runs (`stats`' `threads`), if it says.
+    pub threads: Option<u32>,
     pub rps: f64,
     pub cpu_s_per_mreq: f64,
     pub hit_ratio: f64,
@@ -177,10 +183,32 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn summarize(name: &str, rs: &[Report]) -> Summary {
+/// The `threads` line of the server's `stats`: the workers it really runs (a
+/// memcrab pinned to one CPU runs one whatever `-t` says; memcached runs `-t`).
+fn server_threads(port: u16) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut c = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    c.write_all(b"stats\r\n").ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"END\r\n") && !got.ends_with(b"ERROR\r\n") {
+        let n = c.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT threads ")?.trim().parse().ok())
+}
+
+fn summarize(name: &str, threads: Option<u32>, rs: &[Report]) -> Summary {
     let m = |f: &dyn Fn(&Report) -> f64| median(rs.iter().map(f).collect());
     Summary {
         name: name.to_string(),
+        threads,
         rps: m(&|r| r.throughput()),
         cpu_s_per_mreq: m(&|r| r.server_cpu_s_per_mreq.unwrap_or(0.0)),
         hit_ratio: m(&|r| r.hit_ratio()),
@@ -234,15 +262,25 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     }
     if a.floor {
         let me = std::env::current_exe()?.display().to_string();
+        if a.floor_uring {
+            cmds.push((
+                "floor-uring".into(),
+                format!("{me} floor --io uring --port {{port}}"),
+            ));
+        }
         cmds.push(("floor".into(), format!("{me} floor --port {{port}}")));
     }
     if cmds.len() < 2 && !a.floor {
         bail!("compare needs at least two --server-cmd (or one and --floor)");
     }
     let mut results: Vec<Vec<Report>> = cmds.iter().map(|_| Vec::new()).collect();
+    let mut threads: Vec<Option<u32>> = vec![None; cmds.len()];
     for round in 0..a.rounds {
         for (i, (name, cmd)) in cmds.iter().enumerate() {
             let server = Server::start(cmd, &a.server_cpus)?;
+            if round == 0 {
+                threads[i] = server_threads(server.port);
+            }
             let target = Target::Tcp(SocketAddr::from(([127, 0, 0, 1], server.port)));
             let mut reports = run::execute(&[target], &a.knobs, Some(server.pid))?;
             drop(server);
@@ -262,7 +300,8 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     let sums: Vec<Summary> = cmds
         .iter()
         .zip(&results)
-        .map(|((n, _), rs)| summarize(n, rs))
+        .zip(&threads)
+        .map(|(((n, _), rs), &t)| summarize(n, t, rs))
         .collect();
     let floor_cpu = a
         .floor
@@ -304,17 +343,18 @@ fn ratio(a: f64, b: f64) -> f64 {
 fn table(workload: &str, sums: &[Summary], floor_cpu: Option<f64>) -> String {
     let base = &sums[0];
     let mut s = format!(
-        "| {workload} | requests/s | vs {b} | server CPU-s/Mreq | vs {b} | x floor | hit ratio | p50 us | p99 us | p99.9 us | client CPU | errors |\n",
+        "| {workload} | workers | requests/s | vs {b} | server CPU-s/Mreq | vs {b} | x floor | hit ratio | p50 us | p99 us | p99.9 us | client CPU | errors |\n",
         b = base.name
     );
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for x in sums {
         let fl = floor_cpu
             .map(|f| format!("{:.2}x", ratio(x.cpu_s_per_mreq, f)))
             .unwrap_or_else(|| "-".into());
         s += &format!(
-            "| {} | {:.0} | {:.2}x | {:.3} | {:.2}x | {} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0}% | {} |\n",
+            "| {} | {} | {:.0} | {:.2}x | {:.3} | {:.2}x | {} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0}% | {} |\n",
             x.name,
+            x.threads.map_or_else(|| "-".to_string(), |t| t.to_string()),
             x.rps,
             ratio(x.rps, base.rps),
             x.cpu_s_per_mreq,
@@ -348,12 +388,13 @@ fn json(
                 .unwrap_or_else(|| "null".into());
             format!(
                 concat!(
-                    "{{\"name\":\"{}\",\"cmd\":\"{}\",\"throughput_rps\":{:.1},\"server_cpu_s_per_mreq\":{:.4},",
+                    "{{\"name\":\"{}\",\"threads\":{},\"cmd\":\"{}\",\"throughput_rps\":{:.1},\"server_cpu_s_per_mreq\":{:.4},",
                     "\"hit_ratio\":{:.6},\"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{}}},",
                     "\"client_cpu_pct\":{:.1},\"client_cpu_s_per_mreq\":{:.4},\"errors\":{},\"throughput_ratio\":{:.4},\"cpu_ratio\":{:.4},",
                     "\"cpu_floor_multiple\":{}}}"
                 ),
                 esc(&x.name),
+                x.threads.map_or_else(|| "null".to_string(), |t| t.to_string()),
                 esc(cmd),
                 x.rps,
                 x.cpu_s_per_mreq,

@@ -79,6 +79,30 @@ pub fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     }
 }
 
+/// Answers every complete request at the front of `input` into `out`; returns the
+/// bytes used. (Shared with the io_uring floor.)
+pub fn answer(input: &[u8], out: &mut Vec<u8>, cfg: &text::Config) -> usize {
+    let mut pos = 0;
+    while let Some((parsed, used)) = text::parse(&input[pos..], cfg) {
+        match parsed {
+            Ok(Request::Get { keys, .. }) => {
+                for key in keys {
+                    text::reply::value(out, key, 0, VALUE, None);
+                }
+                out.extend_from_slice(text::reply::END);
+            }
+            Ok(Request::Store { noreply, .. }) => {
+                if !noreply {
+                    out.extend_from_slice(text::reply::STORED);
+                }
+            }
+            _ => out.extend_from_slice(text::reply::ERROR),
+        }
+        pos += used;
+    }
+    pos
+}
+
 /// Reads what is there, answers every complete request, writes once.
 fn serve_conn(c: &mut Conn, cfg: &text::Config) -> io::Result<()> {
     loop {
@@ -95,24 +119,7 @@ fn serve_conn(c: &mut Conn, cfg: &text::Config) -> io::Result<()> {
             Err(e) => return Err(e),
         };
         c.rend += n;
-        let mut pos = 0;
-        while let Some((parsed, used)) = text::parse(&c.rbuf[pos..c.rend], cfg) {
-            match parsed {
-                Ok(Request::Get { keys, .. }) => {
-                    for key in keys {
-                        text::reply::value(&mut c.wbuf, key, 0, VALUE, None);
-                    }
-                    c.wbuf.extend_from_slice(text::reply::END);
-                }
-                Ok(Request::Store { noreply, .. }) => {
-                    if !noreply {
-                        c.wbuf.extend_from_slice(text::reply::STORED);
-                    }
-                }
-                _ => c.wbuf.extend_from_slice(text::reply::ERROR),
-            }
-            pos += used;
-        }
+        let pos = answer(&c.rbuf[..c.rend], &mut c.wbuf, cfg);
         c.rbuf.copy_within(pos..c.rend, 0);
         c.rend -= pos;
         // A short read drained the socket.

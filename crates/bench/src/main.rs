@@ -14,10 +14,12 @@
 //!   requests.
 //! - `compare` launches servers from command lines, pinned, runs the same workload
 //!   on each in alternating rounds, and reports medians and ratios.
-//! - `floor` is a do-nothing responder: the machine's floor.
+//! - `floor` is a do-nothing responder: the machine's floor, on epoll (floor.rs) or
+//!   io_uring (`--io uring`, floor_uring.rs).
 
 mod compare;
 mod floor;
+mod floor_uring;
 mod load;
 mod plot;
 mod run;
@@ -50,6 +52,10 @@ enum Cmd {
         /// Port to listen on (127.0.0.1).
         #[arg(long, default_value_t = 11311)]
         port: u16,
+        /// The design: `epoll` (readiness, read and write per connection) or
+        /// `uring` (memcrab's `-o io=uring` design).
+        #[arg(long, default_value = "epoll")]
+        io: String,
     },
 }
 
@@ -90,7 +96,14 @@ fn main() {
             }),
         Cmd::Compare(a) => compare::main(a),
         Cmd::Storage(a) => storage::main(a),
-        Cmd::Floor { port } => floor::serve(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+        Cmd::Floor { port, io } => {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            match io.as_str() {
+                "epoll" => floor::serve(addr),
+                "uring" => floor_uring::serve(addr),
+                other => Err(anyhow::anyhow!("floor --io {other}: epoll or uring")),
+            }
+        }
     };
     if let Err(e) = result {
         eprintln!("memcrab-bench: {e:#}");

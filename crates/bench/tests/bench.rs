@@ -256,36 +256,46 @@ fn open_loop_holds_the_rate() {
 
 #[test]
 fn floor_responder_answers_everything() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port");
-    let mut floor = Command::new(bench_bin())
-        .args(["floor", "--port", &port.to_string()])
-        .spawn()
-        .expect("spawn floor");
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "floor did not listen");
-        std::thread::sleep(Duration::from_millis(5));
+    // Both designs: epoll (the default) and io_uring (`--io uring`).
+    for io in ["epoll", "uring"] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let mut floor = Command::new(bench_bin())
+            .args(["floor", "--io", io, "--port", &port.to_string()])
+            .spawn()
+            .expect("spawn floor");
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "floor --io {io} did not listen");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let j = bench(&[
+            "run",
+            "--server",
+            &addr,
+            "--conns",
+            "2",
+            "--pipeline",
+            "4",
+            "--duration",
+            "500ms",
+            "--warmup",
+            "0s",
+            "--json",
+        ]);
+        let _ = floor.kill();
+        let _ = floor.wait();
+        assert_eq!(
+            num(&j, "hit_ratio"),
+            1.0,
+            "--io {io}: the floor hits every key: {j}"
+        );
+        assert_eq!(num(&j, "errors"), 0.0, "--io {io}: {j}");
+        assert!(num(&j, "requests") > 0.0, "--io {io}: {j}");
     }
-    let j = bench(&[
-        "run",
-        "--server",
-        &addr,
-        "--conns",
-        "2",
-        "--duration",
-        "500ms",
-        "--warmup",
-        "0s",
-        "--json",
-    ]);
-    let _ = floor.kill();
-    let _ = floor.wait();
-    assert_eq!(num(&j, "hit_ratio"), 1.0, "the floor hits every key: {j}");
-    assert_eq!(num(&j, "errors"), 0.0, "{j}");
 }
 
 /// Processes whose command line contains `marker`.

@@ -256,7 +256,18 @@ impl Conn {
     }
 
     /// Writes pending output once (more if the kernel takes it all and more is left).
+    /// Over io_uring it hands the output to the ring's send, by swapping buffers
+    /// when no send is under way (the worker submits it at the end of its turn).
     fn flush(&mut self, cx: &Ctx<'_>) -> io::Result<()> {
+        if let Stream::Ring(r) = &mut self.stream {
+            if self.wpos == 0 {
+                let n = self.wbuf.len();
+                if r.give(&mut self.wbuf)? {
+                    cx.counters.bytes_written.add(n as u64);
+                }
+                return Ok(());
+            }
+        }
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   main ── parses flags, binds, spawns ──┬─ acceptor thread (listeners, -c)
-//!                                         ├─ worker threads × -t (mio loops, conns)
+//!                                         ├─ worker threads × -t (mio or io_uring
+//!                                         │    loops, conns)
 //!                                         ├─ clock ticker
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
 //!                                              shutdown, SIGHUP → Server::reload:
@@ -21,8 +22,12 @@
 //! ```text
 //!   main.rs       flags, binding, threads, signals
 //!   listen.rs     the acceptor thread (-c), hands connections to workers
+//!   uring.rs      a worker on io_uring (-o io=uring): multishot receives into a
+//!                 provided buffer ring, one batched submit per turn; its mio Poll
+//!                 (waker, UDP, TLS) nested as one POLL_ADD
 //!   worker.rs     a worker's mio event loop over its connections and UDP sockets
 //!   conn.rs       transport: a TCP/unix stream's buffers and read/serve/write cycle
+//!                 (the same for both workers)
 //!   udp.rs        transport: datagram framing of requests and replies (-U)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
@@ -37,6 +42,7 @@
 //!   tunables.rs   what admin commands set at run time (lru_crawler, slabs, lru)
 //!   prefix.rs     `stats detail`: per key prefix counters
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
+//!   ringio.rs     a stream whose bytes io_uring moves: inbox, out, in-flight flags
 //!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
 //!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*
@@ -53,6 +59,7 @@ mod listen;
 mod net;
 mod prefix;
 mod request;
+mod ringio;
 mod server;
 mod service;
 mod settings;
@@ -61,6 +68,7 @@ mod stats;
 mod tls;
 mod tunables;
 mod udp;
+mod uring;
 mod watch;
 mod worker;
 
@@ -75,7 +83,7 @@ use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
 
 use crate::server::Server;
-use crate::settings::{Command, EngineKind, Settings};
+use crate::settings::{Command, EngineKind, IoKind, Settings};
 
 fn main() {
     let cmd = match settings::parse(std::env::args().skip(1)) {
@@ -188,6 +196,12 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             Arc::clone(&clock),
         )),
     };
+    if settings.io == IoKind::Uring {
+        if let Err(e) = uring::probe(settings.max_connections) {
+            eprintln!("memcrab: io_uring unavailable ({e}); using epoll");
+            settings.io = IoKind::Epoll;
+        }
+    }
     let server = Arc::new(Server::new(settings, engine, tls));
     let s = &server.settings;
     // `watch evictions`: the engine reports each eviction to the hub.
@@ -253,6 +267,7 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), handoff::WAKE)?)];
     let mut to_workers = Vec::new();
     let mut handles = Vec::new();
+    let io = s.io;
     for id in 0..s.workers {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), handoff::WAKE)?);
@@ -270,11 +285,12 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             server: Arc::clone(&server),
             udp,
         };
-        handles.push(
-            thread::Builder::new()
-                .name(format!("worker-{id}"))
-                .spawn(move || w.run())?,
-        );
+        handles.push(thread::Builder::new().name(format!("worker-{id}")).spawn(
+            move || match io {
+                IoKind::Uring => uring::run(w),
+                IoKind::Epoll => w.run(),
+            },
+        )?);
     }
     let _ = server.wakers.set(wakers);
 
@@ -307,6 +323,7 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     }
 
     if s.verbose > 0 {
+        eprintln!("memcrab: connections on {}", s.io.name());
         for l in &listeners {
             eprintln!("memcrab: listening on {}", l.local_addr_text());
         }

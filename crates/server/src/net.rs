@@ -9,6 +9,7 @@ use std::os::fd::AsRawFd;
 use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
+use crate::ringio::RingIo;
 use crate::settings::{Settings, NOTLS_PREFIX};
 use crate::tls::TlsStream;
 
@@ -16,13 +17,15 @@ use crate::tls::TlsStream;
 /// the kernel grants; Linux caps it at net.core.wmem_max).
 const SEND_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// A TCP, unix or TLS-over-TCP stream. `read` and `write` move plaintext; a TLS
+/// A TCP, unix or TLS-over-TCP stream, or a TCP or unix stream whose bytes an
+/// io_uring moves ([`RingIo`]). `read` and `write` move plaintext; a TLS
 /// stream may also hold encrypted output the socket has not taken yet
 /// ([`Stream::has_pending_output`], sent by [`Stream::flush`]).
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
     Tls(Box<TlsStream>),
+    Ring(Box<RingIo>),
 }
 
 impl Stream {
@@ -33,6 +36,7 @@ impl Stream {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
             Stream::Tls(s) => s.read(buf),
+            Stream::Ring(s) => s.read(buf),
         }
     }
 
@@ -41,6 +45,7 @@ impl Stream {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
             Stream::Tls(s) => s.write(buf),
+            Stream::Ring(s) => s.write(buf),
         }
     }
 
@@ -49,7 +54,7 @@ impl Stream {
     pub fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tls(s) => s.flush(),
-            Stream::Tcp(_) | Stream::Unix(_) => Ok(()),
+            Stream::Tcp(_) | Stream::Unix(_) | Stream::Ring(_) => Ok(()),
         }
     }
 
@@ -57,6 +62,7 @@ impl Stream {
     pub fn has_pending_output(&self) -> bool {
         match self {
             Stream::Tls(s) => s.has_pending_output(),
+            Stream::Ring(s) => s.has_pending_output(),
             Stream::Tcp(_) | Stream::Unix(_) => false,
         }
     }
@@ -66,6 +72,7 @@ impl Stream {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
             Stream::Tls(s) => s.tcp_mut(),
+            Stream::Ring(s) => s.source(),
         }
     }
 
@@ -74,6 +81,7 @@ impl Stream {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp().as_raw_fd(),
+            Stream::Ring(s) => s.fd(),
         }
     }
 }

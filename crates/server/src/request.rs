@@ -3,7 +3,8 @@
 //! more). Every transport is a thin loop around it.
 //!
 //! ```text
-//!   conn.rs (TCP, unix)   udp.rs (datagrams)   next: TLS, io_uring
+//!   conn.rs (TCP, unix, TLS; over worker.rs's epoll or uring.rs's io_uring)
+//!        │                      udp.rs (datagrams)
 //!        │ Session::serve       │ Session::step
 //!        ▼                      ▼
 //!   request.rs  Session: protocol (negotiated), -Y auth, SASL, swallow, resume

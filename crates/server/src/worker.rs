@@ -27,7 +27,7 @@ use crate::request::Session;
 use crate::server::Server;
 
 /// UDP sockets' tokens are `UDP_TOKENS + i`; connection slots never get this far.
-const UDP_TOKENS: usize = usize::MAX / 2;
+pub const UDP_TOKENS: usize = usize::MAX / 2;
 /// How long shutdown waits for replies in flight to drain.
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
@@ -274,7 +274,7 @@ impl Worker {
 }
 
 /// The transport `watch connevents` names for a stream connection.
-fn transport(conn: &Conn) -> Transport {
+pub fn transport(conn: &Conn) -> Transport {
     if conn.info.peer.is_some() {
         Transport::Tcp
     } else {
@@ -284,7 +284,7 @@ fn transport(conn: &Conn) -> Transport {
 
 /// Forgets a connection and closes its socket; `reason` (None at startup failures
 /// and shutdown, which memcached does not log) goes to `watch connevents`.
-fn close(server: &Server, conn: Conn, reason: Option<CloseReason>) {
+pub fn close(server: &Server, conn: Conn, reason: Option<CloseReason>) {
     if let Some(reason) = reason {
         server
             .watch

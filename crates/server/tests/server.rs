@@ -359,3 +359,132 @@ fn eviction_bounds_items() {
         &cat(&[&value(&last, 0, &v), b"END\r\n"]),
     );
 }
+
+/// `-o io=`: the transport asked for is the one that serves (an io_uring instance
+/// exists only under `uring`, and none under `epoll`, whatever `MEMCRAB_IO` says),
+/// and both serve the same bytes.
+#[test]
+fn io_transport_option() {
+    let rings = |pid: u32| -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("/proc/PID/fd")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.to_string_lossy().contains("io_uring"))
+            .count()
+    };
+    for (io, want_ring) in [("epoll", false), ("uring", true)] {
+        let s = Server::tcp(&["-t", "2", "-o", &format!("io={io}")]);
+        let mut c = s.connect();
+        c.call(&store("set", "k", 7, 0, b"v"), b"STORED\r\n");
+        c.call(b"get k\r\n", &cat(&[&value("k", 7, b"v"), b"END\r\n"]));
+        let n = rings(s.pid());
+        assert_eq!(n > 0, want_ring, "-o io={io}: {n} io_uring instances");
+    }
+}
+
+/// Where the kernel refuses io_uring (here `io_uring_setup` fails with EPERM under
+/// a seccomp filter, as in a container whose profile blocks it), `-o io=uring`
+/// says so in one line and serves over epoll.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn io_uring_refused_falls_back_to_epoll() {
+    if common::against_memcached() {
+        return; // memcrab's own option
+    }
+    fn deny_io_uring_setup() -> std::io::Result<()> {
+        const LD_W_ABS: u16 = 0x20;
+        const JEQ_K: u16 = 0x15;
+        const RET_K: u16 = 0x06;
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const NR_IO_URING_SETUP: u32 = 425;
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        let prog = [
+            // seccomp_data: nr at offset 0, arch at 4.
+            ins(LD_W_ABS, 0, 0, 4),
+            ins(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+            ins(LD_W_ABS, 0, 0, 0),
+            ins(JEQ_K, 0, 1, NR_IO_URING_SETUP),
+            ins(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+            ins(RET_K, 0, 0, RET_ALLOW),
+        ];
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr().cast_mut(),
+        };
+        // SAFETY: prctl with these arguments reads only `fprog` and the program it
+        // points at, both alive for the call.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &fprog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+    let s = Server::tcp_pre_exec(&["-o", "io=uring"], deny_io_uring_setup);
+    let mut c = s.connect();
+    c.call(&store("set", "k", 0, 0, b"v"), b"STORED\r\n");
+    c.call(b"get k\r\n", &cat(&[&value("k", 0, b"v"), b"END\r\n"]));
+    let err = s.stderr();
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("io_uring")).collect();
+    assert_eq!(lines.len(), 1, "stderr: {err:?}");
+    assert!(
+        lines[0].contains("io_uring unavailable") && lines[0].contains("using epoll"),
+        "{err:?}"
+    );
+    let rings = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .expect("/proc/PID/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().contains("io_uring"))
+        .count();
+    assert_eq!(rings, 0);
+}
+
+/// A client that pipelines far more than the server buffers, and reads nothing
+/// until the server has stopped reading, gets every reply, in order, once it
+/// reads: the server stops taking input while its output is over the limit (over
+/// io_uring it cancels the connection's multishot receive once a quarter MiB waits
+/// unread, and arms it again as the connection drains) and resumes by itself.
+#[test]
+fn flood_then_read_gets_every_reply() {
+    const N: usize = 300_000; // 2.1 MB of requests, 10.5 MB of replies
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    c.call(&store("set", "k", 0, 0, b"0123456789"), b"STORED\r\n");
+    let one = cat(&[&value("k", 0, b"0123456789"), b"END\r\n"]);
+    let flood = s.raw_connect().expect("connect");
+    let (here, there) = (
+        flood.local_tcp_addr().expect("tcp"),
+        flood.peer_tcp_addr().expect("tcp"),
+    );
+    let mut w = flood.try_clone().expect("clone");
+    let writer = thread::spawn(move || w.write_all(&b"get k\r\n".repeat(N)));
+    // Requests wait unread in the server's socket and unsent in ours: the server
+    // has stopped reading.
+    common::wait_until(
+        "the server to stop reading",
+        Duration::from_secs(20),
+        || {
+            let server_unread = common::tcp_queues(there, here).map_or(0, |q| q.1);
+            let client_unsent = common::tcp_queues(here, there).map_or(0, |q| q.0);
+            server_unread > 0 && client_unsent >= 64 * 1024
+        },
+    );
+    let mut reader = common::Client::new(flood);
+    for i in 0..N {
+        let got = reader.read_exact_bytes(one.len());
+        assert!(got == one, "reply {i} of {N}: {}", show(&got));
+    }
+    writer
+        .join()
+        .expect("writer")
+        .expect("all requests written");
+    c.call(b"get k\r\n", &one);
+}

@@ -20,6 +20,39 @@ pub enum EngineKind {
     Reference,
 }
 
+/// The stream transports `-o io=` selects (the `MEMCRAB_IO` environment variable
+/// sets the default, so that a test suite can run on either unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoKind {
+    /// mio over epoll: readiness, then `read`/`write` per connection (worker.rs).
+    Epoll,
+    /// io_uring (the default: less CPU per request on W1–W4, docs/benchmarks.md):
+    /// multishot receives into provided buffers, sends batched into one
+    /// `io_uring_enter` per loop turn (uring.rs). Falls back to epoll, with one log
+    /// line, where the kernel refuses it.
+    Uring,
+}
+
+impl IoKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoKind::Epoll => "epoll",
+            IoKind::Uring => "uring",
+        }
+    }
+
+    fn parse(v: Option<&str>) -> Result<IoKind, String> {
+        match v {
+            Some("epoll") => Ok(IoKind::Epoll),
+            Some("uring") | Some("io_uring") => Ok(IoKind::Uring),
+            other => Err(format!(
+                "-o io: unknown transport \"{}\" (available: epoll, uring)",
+                other.unwrap_or("")
+            )),
+        }
+    }
+}
+
 impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +110,8 @@ pub struct Settings {
     pub hash_power: u8,
     /// `-o engine=`: the storage engine.
     pub engine: EngineKind,
+    /// `-o io=`: the stream transport.
+    pub io: IoKind,
     pub growth_factor: f64,
     pub chunk_size: u32,
     pub stat_prefix: char,
@@ -148,6 +183,7 @@ impl Default for Settings {
             idle_timeout_secs: 0,
             hash_power: 16,
             engine: EngineKind::Seg,
+            io: IoKind::Uring,
             growth_factor: 1.25,
             chunk_size: 48,
             stat_prefix: ':',
@@ -288,6 +324,9 @@ fn size(flag: &str, v: &str) -> Result<usize, String> {
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut s = Settings::default();
+    if let Ok(v) = std::env::var("MEMCRAB_IO") {
+        s.io = IoKind::parse(Some(&v)).map_err(|e| format!("MEMCRAB_IO: {e}"))?;
+    }
     let mut pairs: Vec<(char, Option<String>)> = Vec::new();
     let mut protocol_specified = false;
     let mut port_specified = false;
@@ -575,6 +614,7 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                     ))
                 }
             },
+            "io" => s.io = IoKind::parse(value)?,
             _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
@@ -635,7 +675,10 @@ pub fn usage() -> String {
                           engine=seg|reference (default seg), track_sizes (enables
                           `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`
                           client may have waiting, default 256); memcached's
-                          slab/LRU/crawler tuning options are accepted and ignored
+                          slab/LRU/crawler tuning options are accepted and ignored;
+                          io=uring|epoll: the connection transport (default uring,
+                          or the MEMCRAB_IO environment variable; uring falls back
+                          to epoll where the kernel refuses io_uring)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
@@ -711,6 +754,13 @@ mod tests {
             (2 << 20, 5, 20)
         );
         assert!(s.dump_enabled && !s.track_sizes);
+        let s = run(&["-o", "io=uring"]).expect("ok");
+        assert_eq!(s.io, IoKind::Uring);
+        let s = run(&["-o", "io=uring,io=epoll"]).expect("ok");
+        assert_eq!(s.io, IoKind::Epoll);
+        assert!(run(&["-o", "io=kqueue"])
+            .err()
+            .is_some_and(|e| e.contains("unknown transport")));
         let s = run(&["-X", "-o", "track_sizes"]).expect("ok");
         assert!(!s.dump_enabled && s.track_sizes);
         let s = run(&["--disable-dumping"]).expect("ok");

@@ -24,6 +24,11 @@
 //! reliability.rs (which gates memcrab's own promises); server.rs
 //! and memory.rs test memcrab's own command line and memory bound and are not
 //! expected to pass against memcached.
+//!
+//! `MEMCRAB_IO=epoll` (or `uring`) in the environment picks memcrab's transport for
+//! every server a suite starts (the server reads it as the default of `-o io=`);
+//! `scripts/test` runs the suites once more on the transport that is not the
+//! default.
 
 #![allow(dead_code)]
 
@@ -149,9 +154,26 @@ impl Server {
     }
 
     fn listen_env(args: &[&str], env: &[(&str, &str)]) -> (Server, String) {
+        Server::listen_hook(args, env, None)
+    }
+
+    /// As [`Server::tcp`], with `hook` run in the child between fork and exec (it
+    /// must be async-signal-safe): to start the server under a seccomp filter, say.
+    #[allow(dead_code)]
+    pub fn tcp_pre_exec(args: &[&str], hook: fn() -> io::Result<()>) -> Server {
+        let mut full = vec!["-l", "127.0.0.1:0"];
+        full.extend_from_slice(args);
+        Server::listen_hook(&full, &[], Some(hook)).0
+    }
+
+    fn listen_hook(
+        args: &[&str],
+        env: &[(&str, &str)],
+        hook: Option<fn() -> io::Result<()>>,
+    ) -> (Server, String) {
         let dir = TempDir::new();
         let port_file = dir.0.join("port");
-        let mut child = spawn(&dir.0, args, Some(&port_file), env);
+        let mut child = spawn(&dir.0, args, Some(&port_file), env, hook);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let text = loop {
             // The server writes `<file>.lck` and renames it, so a file that exists
@@ -189,7 +211,7 @@ impl Server {
         let sock_text = sock.to_str().expect("utf-8 temp path").to_string();
         let mut full = vec!["-s", sock_text.as_str()];
         full.extend_from_slice(args);
-        let mut child = spawn(&dir.0, &full, None, &[]);
+        let mut child = spawn(&dir.0, &full, None, &[], None);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if UnixStream::connect(&sock).is_ok() {
@@ -298,9 +320,20 @@ impl Drop for Server {
     }
 }
 
-fn spawn(dir: &Path, args: &[&str], port_file: Option<&Path>, env: &[(&str, &str)]) -> Child {
+fn spawn(
+    dir: &Path,
+    args: &[&str],
+    port_file: Option<&Path>,
+    env: &[(&str, &str)],
+    hook: Option<fn() -> io::Result<()>>,
+) -> Child {
     let bin = server_binary();
     let mut cmd = Command::new(&bin);
+    if let Some(hook) = hook {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the callers' hooks are async-signal-safe (system calls only).
+        unsafe { cmd.pre_exec(hook) };
+    }
     cmd.args(user_args(args));
     cmd.args(args);
     cmd.env_remove("MEMCACHED_PORT_FILENAME");

@@ -1,0 +1,192 @@
+//! A stream connection served by io_uring ([`crate::uring`]): the socket, the bytes
+//! its multishot receive delivered and the connection has not read yet, and the
+//! reply bytes handed to the ring's send.
+//!
+//! ```text
+//!   CQE (recv, provided buffer) ──deliver──► inbox ──read──► Conn's rbuf
+//!   Conn's wbuf ──write/give──► out ──(uring.rs: one Send SQE)──► socket
+//! ```
+//!
+//! To [`crate::conn::Conn`] it is just another [`crate::net::Stream`]: `read`
+//! returns what was delivered (or `WouldBlock`), `write` takes replies while no send
+//! is under way (else `WouldBlock`, so the connection's output limit and resume work
+//! as over epoll), and `has_pending_output` holds while a send is under way. The
+//! worker, not the connection, submits the sends and arms the receives.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Delivered bytes above which the worker cancels the connection's receive until
+/// the connection has read them (as the epoll path stops reading while its output
+/// is over the limit, a client that never reads its replies cannot grow the server).
+pub const INBOX_HIGH_WATER: usize = 256 * 1024;
+
+/// The socket under a ring connection.
+pub enum Plain {
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+pub struct RingIo {
+    pub sock: Plain,
+    /// `inbox[inpos..]` was delivered and not yet read.
+    inbox: Vec<u8>,
+    inpos: usize,
+    /// The peer's EOF was delivered (after the bytes in the inbox).
+    eof: bool,
+    /// A receive or send failed with this errno: the connection is done.
+    error: Option<i32>,
+    /// `out[sent..]` is what the ring's send has not sent yet; empty when idle.
+    pub out: Vec<u8>,
+    pub sent: usize,
+    /// A send SQE for `out[sent..]` is submitted and not completed.
+    pub sending: bool,
+    /// A multishot receive is armed (its final CQE, without `MORE`, not seen).
+    pub recv_armed: bool,
+    /// An AsyncCancel for the armed receive was submitted (inbox over the limit).
+    pub recv_cancelling: bool,
+}
+
+impl RingIo {
+    pub fn new(sock: Plain) -> Self {
+        RingIo {
+            sock,
+            inbox: Vec::new(),
+            inpos: 0,
+            eof: false,
+            error: None,
+            out: Vec::new(),
+            sent: 0,
+            sending: false,
+            recv_armed: false,
+            recv_cancelling: false,
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        match &self.sock {
+            Plain::Tcp(s) => s.as_raw_fd(),
+            Plain::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    pub fn source(&mut self) -> &mut dyn mio::event::Source {
+        match &mut self.sock {
+            Plain::Tcp(s) => s,
+            Plain::Unix(s) => s,
+        }
+    }
+
+    /// Bytes a receive completion delivered.
+    pub fn deliver(&mut self, bytes: &[u8]) {
+        if self.inpos == self.inbox.len() {
+            self.inbox.clear();
+            self.inpos = 0;
+        }
+        self.inbox.extend_from_slice(bytes);
+    }
+
+    /// The receive saw the peer's EOF.
+    pub fn deliver_eof(&mut self) {
+        self.eof = true;
+    }
+
+    /// A receive or send failed: later reads and writes return this error.
+    pub fn fail(&mut self, errno: i32) {
+        self.error.get_or_insert(errno);
+    }
+
+    /// Delivered bytes not yet read.
+    pub fn buffered(&self) -> usize {
+        self.inbox.len() - self.inpos
+    }
+
+    /// Whether the receive should be (re)armed: the peer may send more, nothing
+    /// failed, and the inbox is under its limit.
+    pub fn wants_recv(&self) -> bool {
+        !self.recv_armed && !self.eof && self.error.is_none() && self.buffered() < INBOX_HIGH_WATER
+    }
+
+    /// Whether the armed receive should be cancelled: the inbox is over its limit.
+    pub fn wants_cancel(&self) -> bool {
+        self.recv_armed && !self.recv_cancelling && self.buffered() >= INBOX_HIGH_WATER
+    }
+
+    /// Whether `out` holds bytes no send has been submitted for.
+    pub fn wants_send(&self) -> bool {
+        !self.sending && self.sent < self.out.len() && self.error.is_none()
+    }
+
+    /// A send completed having sent `n` bytes.
+    pub fn sent_bytes(&mut self, n: usize) {
+        self.sending = false;
+        self.sent = (self.sent + n).min(self.out.len());
+        if self.sent == self.out.len() {
+            self.sent = 0;
+            self.out.clear();
+            if self.out.capacity() > INBOX_HIGH_WATER {
+                self.out = Vec::new();
+            }
+        }
+    }
+
+    fn err(&self) -> Option<io::Error> {
+        self.error.map(io::Error::from_raw_os_error)
+    }
+
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let avail = &self.inbox[self.inpos..];
+        if !avail.is_empty() {
+            let n = avail.len().min(buf.len());
+            buf[..n].copy_from_slice(&avail[..n]);
+            self.inpos += n;
+            if self.inpos == self.inbox.len() {
+                self.inbox.clear();
+                self.inpos = 0;
+                if self.inbox.capacity() > INBOX_HIGH_WATER {
+                    self.inbox = Vec::new();
+                }
+            }
+            return Ok(n);
+        }
+        if let Some(e) = self.err() {
+            return Err(e);
+        }
+        if self.eof {
+            return Ok(0);
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// Takes all of `buf` while no send is under way or queued; `WouldBlock` else.
+    pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(e) = self.err() {
+            return Err(e);
+        }
+        if !self.out.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    /// As `write` of all of `wbuf`, by swapping buffers instead of copying: the
+    /// connection gets `out`'s empty allocation back. False (nothing taken) when a
+    /// send is under way.
+    pub fn give(&mut self, wbuf: &mut Vec<u8>) -> io::Result<bool> {
+        if let Some(e) = self.err() {
+            return Err(e);
+        }
+        if !self.out.is_empty() {
+            return Ok(false);
+        }
+        std::mem::swap(&mut self.out, wbuf);
+        self.sent = 0;
+        Ok(true)
+    }
+
+    /// Whether reply bytes are still to be sent by the ring.
+    pub fn has_pending_output(&self) -> bool {
+        !self.out.is_empty() && self.error.is_none()
+    }
+}
