@@ -57,6 +57,8 @@ pub struct Session {
     /// What the generator may know: the servers' common view.
     pub view: View,
     pub bytes_sent: u64,
+    /// `me`'s `cls` is compared (see `mask::MASKS`).
+    exact_cls: bool,
 }
 
 impl Session {
@@ -75,12 +77,8 @@ impl Session {
                 cas_seen: 0,
             },
             bytes_sent: 0,
+            exact_cls: !cfg.args.iter().any(|a| a.contains("slab_chunk_max")),
         })
-    }
-
-    /// The servers' addresses (memcached, memcrab).
-    pub fn addrs(&self) -> [std::net::SocketAddr; 2] {
-        [self._servers[0].addr, self._servers[1].addr]
     }
 
     /// Plays one round to both servers; the first differing segment, if any.
@@ -118,18 +116,40 @@ impl Session {
         diff
     }
 
-    fn compare(&mut self, round: &Round, round_no: usize, ra: &[ConnReply], rb: &[ConnReply]) -> Option<Difference> {
+    fn compare(
+        &mut self,
+        round: &Round,
+        round_no: usize,
+        ra: &[ConnReply],
+        rb: &[ConnReply],
+    ) -> Option<Difference> {
         for (ci, cr) in round.conns.iter().enumerate() {
             let (a, b) = (&ra[ci], &rb[ci]);
             for (si, (sa, sb)) in a.segs.iter().zip(&b.segs).enumerate() {
-                let ma = mask(&sa.bytes, cr.proto, &mut self.targets[0].cas);
-                let mb = mask(&sb.bytes, cr.proto, &mut self.targets[1].cas);
+                let ma = mask(
+                    &sa.bytes,
+                    cr.proto,
+                    &mut self.targets[0].cas,
+                    self.exact_cls,
+                );
+                let mb = mask(
+                    &sb.bytes,
+                    cr.proto,
+                    &mut self.targets[1].cas,
+                    self.exact_cls,
+                );
                 let same = match (sa.end, sb.end) {
-                    (End::Sentinel, End::Sentinel) | (End::NotRun, End::NotRun) => same_masked(&ma, &mb),
+                    (End::Sentinel, End::Sentinel) | (End::NotRun, End::NotRun) => {
+                        same_masked(&ma, &mb)
+                    }
                     (End::Closed, End::Closed) => {
                         // Uniques seen only in the longer reply (past the part both
                         // have) are forgotten before anything else is numbered.
-                        let n = self.targets[0].cas.values().len().min(self.targets[1].cas.values().len());
+                        let n = self.targets[0]
+                            .cas
+                            .values()
+                            .len()
+                            .min(self.targets[1].cas.values().len());
                         self.targets[0].cas.truncate(n);
                         self.targets[1].cas.truncate(n);
                         same_prefix(&ma, &mb)
@@ -181,7 +201,11 @@ fn same_prefix(a: &Masked, b: &Masked) -> bool {
     let (ta, tb) = (whole_units(&a.text), whole_units(&b.text));
     let n = ta.len().min(tb.len());
     let ttls = ta[..n].windows(5).filter(|w| w == b"<ttl>").count();
-    ta[..n] == tb[..n] && same_ttls(&a.ttls[..ttls.min(a.ttls.len())], &b.ttls[..ttls.min(b.ttls.len())])
+    ta[..n] == tb[..n]
+        && same_ttls(
+            &a.ttls[..ttls.min(a.ttls.len())],
+            &b.ttls[..ttls.min(b.ttls.len())],
+        )
 }
 
 /// The masked text up to its last newline: a complete line, or (binary) packet.
@@ -191,7 +215,10 @@ fn whole_units(t: &[u8]) -> &[u8] {
         None => &[],
     };
     // A binary reply's last line says when its packet was cut short.
-    match t[..t.len().saturating_sub(1)].iter().rposition(|&c| c == b'\n') {
+    match t[..t.len().saturating_sub(1)]
+        .iter()
+        .rposition(|&c| c == b'\n')
+    {
         Some(i) if t[i + 1..].starts_with(b"partial ") => &t[..=i],
         None if t.starts_with(b"partial ") => &[],
         _ => t,
@@ -215,25 +242,9 @@ pub fn first_differing_line(a: &Masked, b: &Masked) -> (Option<String>, Option<S
 }
 
 /// What kind of difference this is: how each side ended and the first differing
-/// lines with numbers blanked (so that it survives shrinking).
+/// lines with numbers, opaques and keys blanked (so that it survives shrinking and
+/// tells differences apart, not seeds).
 fn signature(a: &Side, b: &Side) -> String {
-    let blank = |s: Option<String>| -> String {
-        let s = s.unwrap_or_else(|| "<nothing>".to_string());
-        let mut out = String::new();
-        let mut last_digit = false;
-        for ch in s.chars().take(120) {
-            if ch.is_ascii_digit() {
-                if !last_digit {
-                    out.push('#');
-                }
-                last_digit = true;
-            } else {
-                out.push(ch);
-                last_digit = false;
-            }
-        }
-        out
-    };
     let (la, lb) = first_differing_line(&a.masked, &b.masked);
     format!(
         "memcached {:?}: {} | memcrab {:?}: {}",
@@ -242,6 +253,33 @@ fn signature(a: &Side, b: &Side) -> String {
         b.end,
         blank(lb)
     )
+}
+
+/// A line for a signature: each space-separated token holding a digit keeps only
+/// what names it (up to an `=`, or a meta flag's letter) and becomes `#`, except a
+/// binary packet's opcode and status.
+fn blank(line: Option<String>) -> String {
+    let s = line.unwrap_or_else(|| "<nothing>".to_string());
+    let s: String = s.chars().take(160).collect();
+    let toks: Vec<String> = s
+        .split(' ')
+        .map(|t| {
+            if !t.bytes().any(|c| c.is_ascii_digit())
+                || t.starts_with("op=")
+                || t.starts_with("status=")
+            {
+                return t.to_string();
+            }
+            match t.find('=') {
+                Some(i) => format!("{}#", &t[..=i]),
+                None if t.starts_with(|c: char| c.is_ascii_alphabetic()) && t.len() > 1 => {
+                    format!("{}#", &t[..1])
+                }
+                None => "#".to_string(),
+            }
+        })
+        .collect();
+    toks.join(" ")
 }
 
 #[cfg(test)]
@@ -257,18 +295,36 @@ mod tests {
 
     #[test]
     fn ttls_compare_within_the_tolerance() {
-        assert!(same_masked(&m("HD t<ttl>\r\n", &[1000]), &m("HD t<ttl>\r\n", &[998])));
-        assert!(!same_masked(&m("HD t<ttl>\r\n", &[1000]), &m("HD t<ttl>\r\n", &[997])));
-        assert!(!same_masked(&m("HD t<ttl>\r\n", &[1000]), &m("HD\r\n", &[])));
+        assert!(same_masked(
+            &m("HD t<ttl>\r\n", &[1000]),
+            &m("HD t<ttl>\r\n", &[998])
+        ));
+        assert!(!same_masked(
+            &m("HD t<ttl>\r\n", &[1000]),
+            &m("HD t<ttl>\r\n", &[997])
+        ));
+        assert!(!same_masked(
+            &m("HD t<ttl>\r\n", &[1000]),
+            &m("HD\r\n", &[])
+        ));
     }
 
     #[test]
     fn closed_segments_compare_up_to_the_shorter_reply() {
-        assert!(same_prefix(&m("STORED\r\n", &[]), &m("STORED\r\nEND\r\n", &[])));
+        assert!(same_prefix(
+            &m("STORED\r\n", &[]),
+            &m("STORED\r\nEND\r\n", &[])
+        ));
         assert!(same_prefix(&m("", &[]), &m("ERROR\r\n", &[])));
-        assert!(!same_prefix(&m("STORED\r\n", &[]), &m("NOT_STORED\r\n", &[])));
+        assert!(!same_prefix(
+            &m("STORED\r\n", &[]),
+            &m("NOT_STORED\r\n", &[])
+        ));
         // A line or packet cut short by a reset is not compared.
-        assert!(same_prefix(&m("STORED\r\nVALUE a 0 5 <ca", &[]), &m("STORED\r\nVALUE a 0 5 <cas#3>\r\n", &[])));
+        assert!(same_prefix(
+            &m("STORED\r\nVALUE a 0 5 <ca", &[]),
+            &m("STORED\r\nVALUE a 0 5 <cas#3>\r\n", &[])
+        ));
         assert!(same_prefix(
             &m("op=01 status=0000\npartial packet: \"\\x81\"\n", &[]),
             &m("op=01 status=0000\nop=00 status=0001\n", &[])
@@ -276,8 +332,23 @@ mod tests {
     }
 
     #[test]
+    fn signatures_blank_numbers_opaques_and_keys() {
+        assert_eq!(
+            blank(Some("EX Ohij08a kn42 t<ttl:17>\\r\\n".to_string())),
+            "EX O# k# t#"
+        );
+        assert_eq!(
+            blank(Some(
+                "op=06 status=0006 dt=00 opaque=fe12c3 cas=0".to_string()
+            )),
+            "op=06 status=0006 dt=# opaque=# cas=#"
+        );
+    }
+
+    #[test]
     fn the_first_differing_line_is_found() {
-        let (a, b) = first_differing_line(&m("END\r\nSTORED\r\n", &[]), &m("END\r\nERROR\r\n", &[]));
+        let (a, b) =
+            first_differing_line(&m("END\r\nSTORED\r\n", &[]), &m("END\r\nERROR\r\n", &[]));
         assert_eq!(a.as_deref(), Some("STORED\\r\\n"));
         assert_eq!(b.as_deref(), Some("ERROR\\r\\n"));
     }

@@ -80,7 +80,11 @@ impl Gen {
         match self.rng.random_range(0..5) {
             0 => (self.long_key(), false),
             // Not base64.
-            1 => (self.pick(&[&b"!!!!"[..], b"abc", b"====", b"YQ", b"YQ="]).to_vec(), true),
+            1 => (
+                self.pick(&[&b"!!!!"[..], b"abc", b"====", b"YQ", b"YQ="])
+                    .to_vec(),
+                true,
+            ),
             4 => {
                 let mut t = Vec::new();
                 base64_encode(&self.key(scope), &mut t);
@@ -139,9 +143,14 @@ impl Gen {
         if bad {
             match self.rng.random_range(0..7) {
                 // A duplicate.
-                0 => out.push(Flag::Text(self.pick(&["v", "k", "q", "c", "t", "s"]).to_string())),
+                0 => out.push(Flag::Text(
+                    self.pick(&["v", "k", "q", "c", "t", "s"]).to_string(),
+                )),
                 // An unknown letter or a byte memcached calls a duplicate.
-                1 => out.push(Flag::Text(self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "x", "w"]).to_string())),
+                1 => out.push(Flag::Text(
+                    self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "x", "w"])
+                        .to_string(),
+                )),
                 2 => out.push(Flag::Text(format!("O{}", self.opaque(true)))),
                 3 => {
                     let f = *self.pick(&["N", "T", "R", "F", "C", "J", "D"]);
@@ -152,7 +161,9 @@ impl Gen {
                     };
                     out.push(Flag::Text(format!("{f}{v}")));
                 }
-                4 => out.push(Flag::Text(self.pick(&["M", "MXX", "Mx", "Ms", "Mi", "M0"]).to_string())),
+                4 => out.push(Flag::Text(
+                    self.pick(&["M", "MXX", "Mx", "Ms", "Mi", "M0"]).to_string(),
+                )),
                 // More tokens than memcached looks at.
                 5 => {
                     for _ in 0..self.rng.random_range(18..=30) {
@@ -167,7 +178,13 @@ impl Gen {
     }
 
     /// `<cmd> <key> [<extra>] <flags>\r\n` as pieces.
-    fn meta_line(&mut self, cmd: &str, key: &[u8], extra: Option<String>, flags: Vec<Flag>) -> Vec<Piece> {
+    fn meta_line(
+        &mut self,
+        cmd: &str,
+        key: &[u8],
+        extra: Option<String>,
+        flags: Vec<Flag>,
+    ) -> Vec<Piece> {
         let mut pieces = Vec::new();
         let mut cur = cmd.as_bytes().to_vec();
         cur.push(b' ');
@@ -210,7 +227,9 @@ impl Gen {
 
     fn mg(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, true);
-        let menu = ["c", "f", "h", "k", "l", "O", "q", "s", "t", "u", "v", "N", "R", "T", "P", "L"];
+        let menu = [
+            "c", "f", "h", "k", "l", "O", "q", "s", "t", "u", "v", "N", "R", "T", "P", "L",
+        ];
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
         // A hit's reply holds the item until sent, value or not.
@@ -231,7 +250,9 @@ impl Gen {
         let key = self.meta_key(scope, false);
         let value = self.value();
         let n = pieces_len(&value);
-        let menu = ["c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "s", "f", "t", "v"];
+        let menu = [
+            "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "s", "f", "t", "v",
+        ];
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
         // With `I`, memcached compares the unique's *order* with the item's; uniques
@@ -239,7 +260,11 @@ impl Gen {
         if flags.iter().any(|f| matches!(f, Flag::Text(t) if t == "I")) {
             for f in flags.iter_mut() {
                 if matches!(f, Flag::Cas(_, Piece::Cas(_))) {
-                    let v = if self.chance(0.5) { 0 } else { (1u64 << 63) + self.rng.random_range(0..1000u64) };
+                    let v = if self.chance(0.5) {
+                        0
+                    } else {
+                        (1u64 << 63) + self.rng.random_range(0..1000u64)
+                    };
                     *f = Flag::Cas('C', lit(v.to_string().into_bytes()));
                 }
             }

@@ -60,9 +60,28 @@ const TTLS: &[(u32, &str)] = &[
     (1, "-2147483648"),
 ];
 /// Expiry tokens memcached refuses.
-const BAD_TTLS: &[&str] = &["abc", "2147483648", "1.5", "-", "99999999999999999999", "0x10", "1k"];
+const BAD_TTLS: &[&str] = &[
+    "abc",
+    "2147483648",
+    "1.5",
+    "-",
+    "99999999999999999999",
+    "0x10",
+    "1k",
+];
 /// `R` (recache) thresholds, each far from every TTL above.
-const RECACHE: &[&str] = &["0", "1", "30", "500", "2000", "50000", "1000000", "3000000", "2000000000", "-1"];
+const RECACHE: &[&str] = &[
+    "0",
+    "1",
+    "30",
+    "500",
+    "2000",
+    "50000",
+    "1000000",
+    "3000000",
+    "2000000000",
+    "-1",
+];
 
 /// Keys every protocol uses (all printable, no spaces; one is 250 bytes).
 fn text_pool() -> Vec<Vec<u8>> {
@@ -186,8 +205,14 @@ impl Gen {
             let part = |i: usize| solo || (i as u64 + r) % active.len() as u64 == slot as u64;
             let scope = Scope {
                 text: pick(&self.text_pool, part),
-                b64: pick(&B64_POOL.iter().map(|k| k.to_vec()).collect::<Vec<_>>(), |i| part(i + 1)),
-                bin: pick(&BIN_POOL.iter().map(|k| k.to_vec()).collect::<Vec<_>>(), |i| part(i + 2)),
+                b64: pick(
+                    &B64_POOL.iter().map(|k| k.to_vec()).collect::<Vec<_>>(),
+                    |i| part(i + 1),
+                ),
+                bin: pick(
+                    &BIN_POOL.iter().map(|k| k.to_vec()).collect::<Vec<_>>(),
+                    |i| part(i + 2),
+                ),
                 flush_ok: solo && self.cfg.cas,
                 cas_seen: view.cas_seen,
             };
@@ -282,7 +307,18 @@ impl Gen {
         match self.rng.random_range(0..10) {
             0 => (4_294_967_296 + n as u64).to_string(),
             _ => self
-                .pick(&["-1", "abc", "2147483646", "2147483647", "4294967295", "9223372036854775807", "9223372036854775808", "1e3", "-0", ""])
+                .pick(&[
+                    "-1",
+                    "abc",
+                    "2147483646",
+                    "2147483647",
+                    "4294967295",
+                    "9223372036854775807",
+                    "9223372036854775808",
+                    "1e3",
+                    "-0",
+                    "",
+                ])
                 .to_string(),
         }
     }
@@ -393,12 +429,18 @@ impl Gen {
             0..=5 if scope.cas_seen > 0 => {
                 let i = self.rng.random_range(0..scope.cas_seen);
                 // Recent uniques are likelier to still be some item's.
-                let recent = scope.cas_seen.saturating_sub(1 + self.rng.random_range(0..4));
+                let recent = scope
+                    .cas_seen
+                    .saturating_sub(1 + self.rng.random_range(0..4));
                 Piece::Cas(if self.chance(0.7) { recent } else { i })
             }
             6 => Piece::Lit(b"0".to_vec()),
             7 => Piece::Lit(b"18446744073709551615".to_vec()),
-            _ => Piece::Lit(((1u64 << 63) + self.rng.random_range(0..1000u64)).to_string().into_bytes()),
+            _ => Piece::Lit(
+                ((1u64 << 63) + self.rng.random_range(0..1000u64))
+                    .to_string()
+                    .into_bytes(),
+            ),
         }
     }
 
@@ -456,7 +498,9 @@ impl Gen {
         } else {
             self.rng.random_range(0..=31)
         };
-        (0..n).map(|_| *self.pick(b"abcdefghij0123456789") as char).collect()
+        (0..n)
+            .map(|_| *self.pick(b"abcdefghij0123456789") as char)
+            .collect()
     }
 
     /// The line ending: almost always `\r\n`; memcached also takes a bare `\n`.
@@ -480,7 +524,8 @@ impl Gen {
                 // The right length, a wrong terminator, then a line end (so that
                 // the next request starts a line however the block was read).
                 0 => p.push(Piece::Lit(
-                    self.pick(&[&b"xx\r\n"[..], b"\n\n", b"\r\r\n", b"\rX\r\n", b" \n"]).to_vec(),
+                    self.pick(&[&b"xx\r\n"[..], b"\n\n", b"\r\r\n", b"\rX\r\n", b" \n"])
+                        .to_vec(),
                 )),
                 // Longer than announced: the tail is read as a command line.
                 1 => {
@@ -593,13 +638,23 @@ mod tests {
                     req.fill(&[], &mut b);
                     let line = b.split(|&c| c == b'\n').next().unwrap_or_default();
                     let toks: Vec<&[u8]> = line.split(|&c| c == b' ').collect();
-                    if toks.len() < 2 || !matches!(toks[0], b"set" | b"delete" | b"incr" | b"ms" | b"md" | b"ma") {
+                    if toks.len() < 2
+                        || !matches!(
+                            toks[0],
+                            b"set" | b"delete" | b"incr" | b"ms" | b"md" | b"ma"
+                        )
+                    {
                         continue;
                     }
                     let key = toks[1].strip_suffix(b"\r").unwrap_or(toks[1]).to_vec();
                     if text_pool().contains(&key) {
                         let o = owners.entry(key.clone()).or_insert(cr.conn);
-                        assert_eq!(*o, cr.conn, "key {:?} on two connections", key.escape_ascii().to_string());
+                        assert_eq!(
+                            *o,
+                            cr.conn,
+                            "key {:?} on two connections",
+                            key.escape_ascii().to_string()
+                        );
                     }
                 }
             }
@@ -616,7 +671,12 @@ mod tests {
         let mut g = Gen::new(2, cfg);
         let mut seen = 0;
         for _ in 0..3000 {
-            for cr in g.round(&view()).conns.iter().filter(|c| c.proto == Proto::Text) {
+            for cr in g
+                .round(&view())
+                .conns
+                .iter()
+                .filter(|c| c.proto == Proto::Text)
+            {
                 for req in cr.segments.iter().flatten() {
                     let mut b = Vec::new();
                     req.fill(&[], &mut b);
@@ -629,7 +689,11 @@ mod tests {
                         continue;
                     }
                     seen += 1;
-                    assert!(toks[0] != b"me", "me with b: {:?}", line.escape_ascii().to_string());
+                    assert!(
+                        toks[0] != b"me",
+                        "me with b: {:?}",
+                        line.escape_ascii().to_string()
+                    );
                     assert!(
                         !toks[2..].contains(&&b"k"[..]),
                         "k with b: {:?}",

@@ -159,7 +159,11 @@ fn run(cli: Cli) -> Result<bool> {
             let all = configs();
             let cfgs: Vec<Config> = cfgs
                 .iter()
-                .map(|&i| all.get(i).cloned().with_context(|| format!("no configuration {i}")))
+                .map(|&i| {
+                    all.get(i)
+                        .cloned()
+                        .with_context(|| format!("no configuration {i}"))
+                })
                 .collect::<Result<_>>()?;
             let fuzz = Fuzz {
                 opts: servers.opts(),
@@ -171,14 +175,20 @@ fn run(cli: Cli) -> Result<bool> {
             fuzz.run(seeds, seed, Duration::from_secs(seconds), keep_going)
         }
         Cmd::Replay { servers, trace } => {
-            let text = std::fs::read_to_string(&trace).with_context(|| format!("read {}", trace.display()))?;
+            let text = std::fs::read_to_string(&trace)
+                .with_context(|| format!("read {}", trace.display()))?;
             let t = trace::parse(&text)?;
             let cfg = configs()
                 .get(t.config)
                 .cloned()
                 .with_context(|| format!("no configuration {}", t.config))?;
             let opts = servers.opts();
-            println!("replaying {} ({} rounds, config {})", trace.display(), t.rounds.len(), cfg.id);
+            println!(
+                "replaying {} ({} rounds, config {})",
+                trace.display(),
+                t.rounds.len(),
+                cfg.id
+            );
             match shrink::replay(&opts, &cfg, &t.rounds)? {
                 Some(d) => {
                     print!("{}", report(&d, None, &cfg));
@@ -196,7 +206,8 @@ fn run(cli: Cli) -> Result<bool> {
             seconds,
             attempts,
         } => {
-            let text = std::fs::read_to_string(&trace).with_context(|| format!("read {}", trace.display()))?;
+            let text = std::fs::read_to_string(&trace)
+                .with_context(|| format!("read {}", trace.display()))?;
             let t = trace::parse(&text)?;
             let cfg = configs()
                 .get(t.config)
@@ -215,8 +226,14 @@ fn run(cli: Cli) -> Result<bool> {
                 return Ok(true);
             };
             println!("shrinking: {}", d.signature);
-            let (small, tries) =
-                shrink::shrink(&opts, &cfg, t.rounds, &d.signature, Duration::from_secs(seconds), attempts);
+            let (small, tries) = shrink::shrink(
+                &opts,
+                &cfg,
+                t.rounds,
+                &d.signature,
+                Duration::from_secs(seconds),
+                attempts,
+            );
             let small = Trace {
                 config: t.config,
                 rounds: small,
@@ -226,7 +243,10 @@ fn run(cli: Cli) -> Result<bool> {
                 None => "(the shrunk trace did not reproduce on its last replay)\n".to_string(),
             };
             let out = trace.with_extension("shrunk");
-            let body = trace::write(&small, &format!("shrunk from {} in {tries} replays\n{note}", trace.display()));
+            let body = trace::write(
+                &small,
+                &format!("shrunk from {} in {tries} replays\n{note}", trace.display()),
+            );
             std::fs::write(&out, &body)?;
             print!("{body}");
             println!("written to {}", out.display());
@@ -245,7 +265,12 @@ fn run(cli: Cli) -> Result<bool> {
         }
         Cmd::Configs => {
             for c in configs() {
-                println!("{}: {} {}", c.id, servers::base_args().join(" "), c.args.join(" "));
+                println!(
+                    "{}: {} {}",
+                    c.id,
+                    servers::base_args().join(" "),
+                    c.args.join(" ")
+                );
             }
             Ok(true)
         }
@@ -270,7 +295,13 @@ struct Totals {
 }
 
 impl Fuzz {
-    fn run(&self, seeds: Vec<u64>, first: Option<u64>, time: Duration, keep_going: bool) -> Result<bool> {
+    fn run(
+        &self,
+        seeds: Vec<u64>,
+        first: Option<u64>,
+        time: Duration,
+        keep_going: bool,
+    ) -> Result<bool> {
         let start = Instant::now();
         let deadline = start + time;
         let fixed = !seeds.is_empty();
@@ -292,7 +323,11 @@ impl Fuzz {
             if fixed {
                 format!("{} rounds per seed", self.rounds)
             } else {
-                format!("from seed {first} for {}s, {} rounds per seed", time.as_secs(), self.rounds)
+                format!(
+                    "from seed {first} for {}s, {} rounds per seed",
+                    time.as_secs(),
+                    self.rounds
+                )
             }
         );
         loop {
@@ -320,7 +355,9 @@ impl Fuzz {
                 ),
                 Some((d, path)) => {
                     let new = !found.contains_key(&d.signature);
-                    found.entry(d.signature.clone()).or_insert((seed, d.round, path));
+                    found
+                        .entry(d.signature.clone())
+                        .or_insert((seed, d.round, path));
                     if !keep_going {
                         break;
                     }
@@ -374,17 +411,27 @@ impl Fuzz {
         Ok(None)
     }
 
-    fn found(&self, seed: u64, cfg: &Config, d: Difference, history: Vec<plan::Round>) -> Result<(Difference, PathBuf)> {
+    fn found(
+        &self,
+        seed: u64,
+        cfg: &Config,
+        d: Difference,
+        history: Vec<plan::Round>,
+    ) -> Result<(Difference, PathBuf)> {
         let text = report(&d, Some(seed), cfg);
         print!("{text}");
-        std::fs::create_dir_all(&self.out).with_context(|| format!("create {}", self.out.display()))?;
+        std::fs::create_dir_all(&self.out)
+            .with_context(|| format!("create {}", self.out.display()))?;
         let full = Trace {
             config: cfg.id,
             rounds: history.clone(),
         };
         let full_path = self.out.join(format!("seed-{seed}-full.trace"));
         std::fs::write(&full_path, trace::write(&full, &text))?;
-        println!("full trace: {} (memcrab-difffuzz replay <file>)", full_path.display());
+        println!(
+            "full trace: {} (memcrab-difffuzz replay <file>)",
+            full_path.display()
+        );
         if self.shrink.is_zero() {
             return Ok((d, full_path));
         }
@@ -401,12 +448,22 @@ impl Fuzz {
         };
         let stext = report(&sd, Some(seed), cfg);
         let path = self.out.join(format!("seed-{seed}.trace"));
-        let body = trace::write(&small_trace, &format!("shrunk from {} in {tries} replays\n{stext}", full_path.display()));
+        let body = trace::write(
+            &small_trace,
+            &format!(
+                "shrunk from {} in {tries} replays\n{stext}",
+                full_path.display()
+            ),
+        );
         std::fs::write(&path, &body)?;
         println!(
             "shrunk in {tries} replays to {} rounds, {} requests: {}",
             small_trace.rounds.len(),
-            small_trace.rounds.iter().map(|r| r.requests()).sum::<usize>(),
+            small_trace
+                .rounds
+                .iter()
+                .map(|r| r.requests())
+                .sum::<usize>(),
             path.display()
         );
         for line in body.lines().filter(|l| !l.starts_with('#')) {
@@ -416,7 +473,12 @@ impl Fuzz {
         Ok((sd, path))
     }
 
-    fn summary(&self, t: &Totals, found: &BTreeMap<String, (u64, usize, PathBuf)>, elapsed: Duration) {
+    fn summary(
+        &self,
+        t: &Totals,
+        found: &BTreeMap<String, (u64, usize, PathBuf)>,
+        elapsed: Duration,
+    ) {
         let mut fam: BTreeMap<&str, u64> = BTreeMap::new();
         for (k, n) in &t.kinds {
             *fam.entry(k.split('.').next().unwrap_or("?")).or_default() += n;
@@ -437,7 +499,10 @@ impl Fuzz {
         } else {
             println!("{} distinct difference(s):", found.len());
             for (sig, (seed, round, path)) in found {
-                println!("- seed {seed} round {round}: {sig}\n  trace: {}", path.display());
+                println!(
+                    "- seed {seed} round {round}: {sig}\n  trace: {}",
+                    path.display()
+                );
             }
         }
     }
@@ -474,7 +539,10 @@ fn report(d: &Difference, seed: Option<u64>, cfg: &Config) -> String {
     );
     let _ = writeln!(s, "  memcached {}", d.memcached.end.describe());
     let _ = writeln!(s, "  memcrab   {}", d.memcrab.end.describe());
-    let _ = writeln!(s, "  the segment's requests ({{cas:N}}: the N-th CAS unique each server returned):");
+    let _ = writeln!(
+        s,
+        "  the segment's requests ({{cas:N}}: the N-th CAS unique each server returned):"
+    );
     for r in &d.requests {
         let _ = writeln!(s, "    {}", clip(&trace::request_text(r), 600));
     }
@@ -482,8 +550,16 @@ fn report(d: &Difference, seed: Option<u64>, cfg: &Config) -> String {
     let _ = writeln!(s, "  memcrab replied:   {}", show_bytes(&d.memcrab.raw));
     let (a, b) = first_differing_line(&d.memcached.masked, &d.memcrab.masked);
     let _ = writeln!(s, "  first differing line (masked):");
-    let _ = writeln!(s, "    memcached: {}", clip(a.as_deref().unwrap_or("<nothing>"), 300));
-    let _ = writeln!(s, "    memcrab:   {}", clip(b.as_deref().unwrap_or("<nothing>"), 300));
+    let _ = writeln!(
+        s,
+        "    memcached: {}",
+        clip(a.as_deref().unwrap_or("<nothing>"), 300)
+    );
+    let _ = writeln!(
+        s,
+        "    memcrab:   {}",
+        clip(b.as_deref().unwrap_or("<nothing>"), 300)
+    );
     let _ = writeln!(s, "  signature: {}", d.signature);
     s
 }

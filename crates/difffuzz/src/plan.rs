@@ -97,9 +97,7 @@ impl Request {
 /// What a placeholder for the `i`-th CAS unique becomes: that unique, or, when the
 /// server has returned fewer (only in shrunk traces), a value no item has.
 pub fn cas_value(cas: &[u64], i: usize) -> u64 {
-    cas.get(i)
-        .copied()
-        .unwrap_or(u64::MAX - i as u64)
+    cas.get(i).copied().unwrap_or(u64::MAX - i as u64)
 }
 
 /// One connection's part of a round.
@@ -220,7 +218,11 @@ mod tests {
         a.split_after = true;
         let b = Request::new(
             "t",
-            vec![Piece::Lit(b"cas k 0 0 1 ".to_vec()), Piece::Cas(1), Piece::Lit(b"\r\nx\r\n".to_vec())],
+            vec![
+                Piece::Lit(b"cas k 0 0 1 ".to_vec()),
+                Piece::Cas(1),
+                Piece::Lit(b"\r\nx\r\n".to_vec()),
+            ],
         );
         let w = segment_writes(&[a, b], Proto::Text, 0, &[5, 1234]);
         assert_eq!(

@@ -97,7 +97,11 @@ pub fn shrink(
     };
     let mut rounds = rounds;
     // Whole rounds (the failing one is the last).
-    s.ddmin(&mut rounds, |r| r.len(), |r, at, n| drop(r.drain(at..at + n)));
+    s.ddmin(
+        &mut rounds,
+        |r| r.len(),
+        |r, at, n| drop(r.drain(at..at + n)),
+    );
     // Connections within rounds, segments, then requests: flattened indexes.
     s.ddmin(
         &mut rounds,
@@ -113,7 +117,12 @@ pub fn shrink(
     // connection is still open.
     s.ddmin(
         &mut rounds,
-        |r| r.iter().flat_map(|x| &x.conns).map(|c| c.segments.len()).sum(),
+        |r| {
+            r.iter()
+                .flat_map(|x| &x.conns)
+                .map(|c| c.segments.len())
+                .sum()
+        },
         |r, at, n| {
             let mut idx = 0;
             for c in r.iter_mut().flat_map(|x| &mut x.conns) {
@@ -135,7 +144,11 @@ pub fn shrink(
         },
         |r, at, n| {
             let mut idx = 0;
-            for seg in r.iter_mut().flat_map(|x| &mut x.conns).flat_map(|c| &mut c.segments) {
+            for seg in r
+                .iter_mut()
+                .flat_map(|x| &mut x.conns)
+                .flat_map(|c| &mut c.segments)
+            {
                 remove_range(seg, &mut idx, at, n);
             }
         },

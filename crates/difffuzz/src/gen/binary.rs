@@ -26,7 +26,14 @@ struct Head {
 }
 
 const GETS: &[u8] = &[op::GET, op::GETQ, op::GETK, op::GETKQ];
-const STORES: &[u8] = &[op::SET, op::SETQ, op::ADD, op::ADDQ, op::REPLACE, op::REPLACEQ];
+const STORES: &[u8] = &[
+    op::SET,
+    op::SETQ,
+    op::ADD,
+    op::ADDQ,
+    op::REPLACE,
+    op::REPLACEQ,
+];
 const APPENDS: &[u8] = &[op::APPEND, op::APPENDQ, op::PREPEND, op::PREPENDQ];
 const DELETES: &[u8] = &[op::DELETE, op::DELETEQ];
 const ARITH: &[u8] = &[op::INCREMENT, op::INCREMENTQ, op::DECREMENT, op::DECREMENTQ];
@@ -38,8 +45,16 @@ impl Gen {
         let mut h = Head {
             magic: 0x80,
             opcode: 0,
-            datatype: if self.chance(0.03) { self.rng.random() } else { 0 },
-            vbucket: if self.chance(0.05) { self.rng.random() } else { 0 },
+            datatype: if self.chance(0.03) {
+                self.rng.random()
+            } else {
+                0
+            },
+            vbucket: if self.chance(0.05) {
+                self.rng.random()
+            } else {
+                0
+            },
             opaque: self.bin_opaque(),
             cas: lit(vec![0; 8]),
             keylen: None,
@@ -47,84 +62,109 @@ impl Gen {
             bodylen: None,
         };
         let key = self.bin_key(scope);
-        let (opcode, ext, key, value): (u8, Vec<u8>, Vec<u8>, Vec<Piece>) = match self.rng.random_range(0..100) {
-            0..=24 => {
-                self.fetches(&key);
-                (*self.pick(GETS), Vec::new(), key, Vec::new())
-            }
-            25..=49 => {
-                let mut ext = self.rng.random::<u32>().to_be_bytes().to_vec();
-                if self.chance(0.6) {
-                    ext = vec![0; 4];
+        let (opcode, ext, key, value): (u8, Vec<u8>, Vec<u8>, Vec<Piece>) =
+            match self.rng.random_range(0..100) {
+                0..=24 => {
+                    self.fetches(&key);
+                    (*self.pick(GETS), Vec::new(), key, Vec::new())
                 }
-                ext.extend_from_slice(&self.bin_ttl().to_be_bytes());
-                h.cas = self.bin_cas(scope);
-                let value = self.value();
-                (*self.pick(STORES), ext, key, value)
-            }
-            50..=57 => {
-                h.cas = self.bin_cas(scope);
-                let value = self.value();
-                (*self.pick(APPENDS), Vec::new(), key, value)
-            }
-            58..=65 => {
-                h.cas = self.bin_cas(scope);
-                (*self.pick(DELETES), Vec::new(), key, Vec::new())
-            }
-            66..=77 => {
-                let mut ext = Vec::new();
-                ext.extend_from_slice(&self.delta().to_be_bytes());
-                ext.extend_from_slice(&self.initial().to_be_bytes());
-                let exp = if self.chance(0.3) { 0xffff_ffff } else { self.bin_ttl() };
-                ext.extend_from_slice(&exp.to_be_bytes());
-                h.cas = self.bin_cas(scope);
-                self.increments(&key);
-                (*self.pick(ARITH), ext, key, Vec::new())
-            }
-            78..=85 => {
-                self.fetches(&key);
-                (*self.pick(TOUCHES), self.bin_ttl().to_be_bytes().to_vec(), key, Vec::new())
-            }
-            86..=88 => (op::NOOP, Vec::new(), Vec::new(), Vec::new()),
-            89 => (op::VERSION, Vec::new(), Vec::new(), Vec::new()),
-            90..=91 => {
-                let group: &[u8] = *self.pick(&[&b""[..], b"", b"reset", b"nonsense", b"settings"]);
-                (op::STAT, Vec::new(), group.to_vec(), Vec::new())
-            }
-            92 if scope.flush_ok => {
-                let opc = if self.chance(0.5) { op::FLUSH } else { op::FLUSHQ };
-                let delayed = !self.immediate_flush && self.chance(0.2);
-                let ext = if delayed {
-                    self.pick(&[5000u32, 86400]).to_be_bytes().to_vec()
-                } else if self.chance(0.5) {
-                    vec![0; 4]
-                } else {
-                    Vec::new()
-                };
-                if !delayed && !bad {
-                    self.immediate_flush = true;
-                }
-                (opc, ext, Vec::new(), Vec::new())
-            }
-            93 if !valid_only => (*self.pick(&[op::QUIT, op::QUITQ]), Vec::new(), Vec::new(), Vec::new()),
-            94 => (
-                *self.pick(&[op::SASL_LIST_MECHS, op::SASL_AUTH, op::SASL_STEP]),
-                Vec::new(),
-                b"PLAIN".to_vec(),
-                vec![lit(b"\0user\0pass".to_vec())],
-            ),
-            95 => (op::VERBOSITY, 1u32.to_be_bytes().to_vec(), Vec::new(), Vec::new()),
-            _ => {
-                // Unknown opcodes: memcached answers and swallows `bodylen` bytes.
-                let opc = loop {
-                    let o: u8 = self.rng.random();
-                    if o > op::GATKQ || (0x25..0x30).contains(&o) || o == 0x1f {
-                        break o;
+                25..=49 => {
+                    let mut ext = self.rng.random::<u32>().to_be_bytes().to_vec();
+                    if self.chance(0.6) {
+                        ext = vec![0; 4];
                     }
-                };
-                (opc, Vec::new(), Vec::new(), vec![lit(b"xyz".to_vec())])
-            }
-        };
+                    ext.extend_from_slice(&self.bin_ttl().to_be_bytes());
+                    h.cas = self.bin_cas(scope);
+                    let value = self.value();
+                    (*self.pick(STORES), ext, key, value)
+                }
+                50..=57 => {
+                    h.cas = self.bin_cas(scope);
+                    let value = self.value();
+                    (*self.pick(APPENDS), Vec::new(), key, value)
+                }
+                58..=65 => {
+                    h.cas = self.bin_cas(scope);
+                    (*self.pick(DELETES), Vec::new(), key, Vec::new())
+                }
+                66..=77 => {
+                    let mut ext = Vec::new();
+                    ext.extend_from_slice(&self.delta().to_be_bytes());
+                    ext.extend_from_slice(&self.initial().to_be_bytes());
+                    let exp = if self.chance(0.3) {
+                        0xffff_ffff
+                    } else {
+                        self.bin_ttl()
+                    };
+                    ext.extend_from_slice(&exp.to_be_bytes());
+                    h.cas = self.bin_cas(scope);
+                    self.increments(&key);
+                    (*self.pick(ARITH), ext, key, Vec::new())
+                }
+                78..=85 => {
+                    self.fetches(&key);
+                    (
+                        *self.pick(TOUCHES),
+                        self.bin_ttl().to_be_bytes().to_vec(),
+                        key,
+                        Vec::new(),
+                    )
+                }
+                86..=88 => (op::NOOP, Vec::new(), Vec::new(), Vec::new()),
+                89 => (op::VERSION, Vec::new(), Vec::new(), Vec::new()),
+                90..=91 => {
+                    let groups: [&[u8]; 5] = [b"", b"", b"reset", b"nonsense", b"settings"];
+                    let group = *self.pick(&groups);
+                    (op::STAT, Vec::new(), group.to_vec(), Vec::new())
+                }
+                92 if scope.flush_ok => {
+                    let opc = if self.chance(0.5) {
+                        op::FLUSH
+                    } else {
+                        op::FLUSHQ
+                    };
+                    let delayed = !self.immediate_flush && self.chance(0.2);
+                    let ext = if delayed {
+                        self.pick(&[5000u32, 86400]).to_be_bytes().to_vec()
+                    } else if self.chance(0.5) {
+                        vec![0; 4]
+                    } else {
+                        Vec::new()
+                    };
+                    if !delayed && !bad {
+                        self.immediate_flush = true;
+                    }
+                    (opc, ext, Vec::new(), Vec::new())
+                }
+                93 if !valid_only => (
+                    *self.pick(&[op::QUIT, op::QUITQ]),
+                    Vec::new(),
+                    Vec::new(),
+                    Vec::new(),
+                ),
+                94 => (
+                    *self.pick(&[op::SASL_LIST_MECHS, op::SASL_AUTH, op::SASL_STEP]),
+                    Vec::new(),
+                    b"PLAIN".to_vec(),
+                    vec![lit(b"\0user\0pass".to_vec())],
+                ),
+                95 => (
+                    op::VERBOSITY,
+                    1u32.to_be_bytes().to_vec(),
+                    Vec::new(),
+                    Vec::new(),
+                ),
+                _ => {
+                    // Unknown opcodes: memcached answers and swallows `bodylen` bytes.
+                    let opc = loop {
+                        let o: u8 = self.rng.random();
+                        if o > op::GATKQ || (0x25..0x30).contains(&o) || o == 0x1f {
+                            break o;
+                        }
+                    };
+                    (opc, Vec::new(), Vec::new(), vec![lit(b"xyz".to_vec())])
+                }
+            };
         h.opcode = opcode;
         let mut ext = ext;
         let mut key = key;
@@ -190,7 +230,11 @@ impl Gen {
         // What a server may wait for before it looks at the request: extras and
         // key, and (for unknown opcodes, which are swallowed after them) the body.
         let announced = extlen as usize + keylen as usize;
-        let mut need = announced.max(if bodylen == 0xffff_ffff { 0 } else { bodylen as usize });
+        let mut need = announced.max(if bodylen == 0xffff_ffff {
+            0
+        } else {
+            bodylen as usize
+        });
         let unknown = !is_known(h.opcode);
         if unknown {
             need = need.max(announced + bodylen as usize);
@@ -210,7 +254,11 @@ impl Gen {
 
     fn bin_opaque(&mut self) -> u32 {
         loop {
-            let o: u32 = if self.chance(0.5) { self.rng.random_range(0..16) } else { self.rng.random() };
+            let o: u32 = if self.chance(0.5) {
+                self.rng.random_range(0..16)
+            } else {
+                self.rng.random()
+            };
             if o & 0xffff_0000 != SENTINEL_OPAQUE {
                 return o;
             }
@@ -231,7 +279,10 @@ impl Gen {
         match self.cas_piece(scope) {
             Piece::Cas(i) => Piece::BinCas(i),
             Piece::Lit(t) => {
-                let v: u64 = std::str::from_utf8(&t).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                let v: u64 = std::str::from_utf8(&t)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
                 lit(v.to_be_bytes().to_vec())
             }
             p => p,

@@ -48,10 +48,35 @@ pub fn configs() -> Vec<Config> {
         cas: !args.contains(&"-C"),
     };
     vec![
-        c(0, &["-t", "1", "-m", "1024", "-I", "1m", "-o", "no_lru_crawler,no_lru_maintainer"], 1024 * 1024),
+        c(
+            0,
+            &[
+                "-t",
+                "1",
+                "-m",
+                "1024",
+                "-I",
+                "1m",
+                "-o",
+                "no_lru_crawler,no_lru_maintainer",
+            ],
+            1024 * 1024,
+        ),
         c(
             1,
-            &["-t", "1", "-m", "64", "-I", "1k", "-o", "slab_chunk_max=1024,no_lru_crawler,no_lru_maintainer", "-C", "-R", "3"],
+            &[
+                "-t",
+                "1",
+                "-m",
+                "64",
+                "-I",
+                "1k",
+                "-o",
+                "slab_chunk_max=1024,no_lru_crawler,no_lru_maintainer",
+                "-C",
+                "-R",
+                "3",
+            ],
             1024,
         ),
     ]
@@ -59,7 +84,10 @@ pub fn configs() -> Vec<Config> {
 
 /// The flags a server gets besides the configuration's.
 pub fn base_args() -> Vec<String> {
-    let mut v: Vec<String> = ["-l", "127.0.0.1:0", "-U", "0"].iter().map(|s| s.to_string()).collect();
+    let mut v: Vec<String> = ["-l", "127.0.0.1:0", "-U", "0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     if is_root() {
         v.extend(["-u".to_string(), "root".to_string()]);
     }
@@ -126,22 +154,13 @@ impl Server {
                 bail!("{} exited at startup ({status}): {log}", bin.display());
             }
             if Instant::now() >= deadline {
-                bail!("{} did not write its port file in {STARTUP_TIMEOUT:?}", bin.display());
+                bail!(
+                    "{} did not write its port file in {STARTUP_TIMEOUT:?}",
+                    bin.display()
+                );
             }
             thread::sleep(POLL_INTERVAL);
         }
-    }
-
-    /// Whether the process is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The end of its stderr, for reports.
-    pub fn log_tail(&self) -> String {
-        let log = fs::read(self.dir.join("stderr")).unwrap_or_default();
-        let start = log.len().saturating_sub(2000);
-        String::from_utf8_lossy(&log[start..]).into_owned()
     }
 }
 

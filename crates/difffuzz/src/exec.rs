@@ -54,8 +54,6 @@ pub struct SegReply {
 /// One connection's replies in a round, per segment.
 #[derive(Clone, Debug)]
 pub struct ConnReply {
-    pub conn: usize,
-    pub proto: Proto,
     pub segs: Vec<SegReply>,
 }
 
@@ -98,11 +96,7 @@ impl Target {
         let mut replies: Vec<ConnReply> = round
             .conns
             .iter()
-            .map(|cr| ConnReply {
-                conn: cr.conn,
-                proto: cr.proto,
-                segs: Vec::new(),
-            })
+            .map(|_| ConnReply { segs: Vec::new() })
             .collect();
         for cr in &round.conns {
             if cr.conn >= self.conns.len() {
@@ -337,7 +331,8 @@ fn scan_sentinel(l: &mut Live, seg: usize) -> Option<usize> {
             }
             let body = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
             let opaque = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
-            let is_sentinel = h[1] == memcrab_proto::binary::op::NOOP && opaque == sentinel_opaque(seg);
+            let is_sentinel =
+                h[1] == memcrab_proto::binary::op::NOOP && opaque == sentinel_opaque(seg);
             let end = l.scan + 24 + body;
             if end > l.buf.len() {
                 return None;
