@@ -131,7 +131,9 @@ impl Gen {
                     } else {
                         Vec::new()
                     };
-                    if !delayed && !bad {
+                    // A broken header may still flush (memcached reads what it
+                    // can): count it.
+                    if !delayed {
                         self.immediate_flush = true;
                     }
                     (opc, ext, Vec::new(), Vec::new())

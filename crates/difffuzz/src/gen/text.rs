@@ -260,8 +260,10 @@ impl Gen {
             _ => {}
         }
         if bad {
+            // memcached ignores tokens after the delay: these still flush.
             toks.push(self.pick(&["abc", "1.5", "x y", "-"]).to_string());
-        } else if !delayed {
+        }
+        if !delayed {
             self.immediate_flush = true;
         }
         if self.chance(0.2) {
