@@ -97,7 +97,9 @@ pub const AVOIDED: &[Avoided] = &[
               a new item) and prints `k`/`me` keys accordingly, memcrab follows the \
               request. Requests with `b` never ask for `k`, `me` is never sent with `b`, \
               and `b` on keys other than a pool of binary keys (only ever sent with `b`) \
-              comes only in `md` and in `mg` without `N`",
+              comes only in `md` and in `mg` without `N` (malformed base64 keys are \
+              never a pool key's encoding with its `=` moved: memcached decodes some \
+              of those to the key itself)",
     },
     Avoided {
         what: "`ma` with `T`",
@@ -184,7 +186,8 @@ pub const AVOIDED: &[Avoided] = &[
               for a number that is negative as a signed 64-bit value calls \
               strchr(value, '-') on item data that is not NUL-terminated, so whether such \
               a value counts as numeric depends on the bytes after the item in memory. \
-              Values, deltas and initial values keep stored numbers below 2^63, so the \
+              Values, deltas and initial values keep stored numbers below 2^63, and \
+              what is appended or prepended is never only digits, so the \
               wrap-around of incr past 2^64-1 is not tested",
     },
     Avoided {

@@ -81,6 +81,7 @@ impl Gen {
                 50..=57 => {
                     h.cas = self.bin_cas(scope);
                     let value = self.value();
+                    let value = self.concat_safe(value);
                     (*self.pick(APPENDS), Vec::new(), key, value)
                 }
                 58..=65 => {

@@ -73,27 +73,19 @@ impl Gen {
         }
     }
 
-    /// A key memcached refuses in a meta command, or (base64 with a `=` inside,
-    /// which memcached decodes) a mangled form of one of this connection's keys:
-    /// never a key another connection could name.
-    fn bad_meta_key(&mut self, scope: &Scope) -> (Vec<u8>, bool) {
+    /// A key memcached refuses in a meta command: never a key another connection
+    /// could name, nor a pool key in base64.
+    fn bad_meta_key(&mut self) -> (Vec<u8>, bool) {
         match self.rng.random_range(0..5) {
             0 => (self.long_key(), false),
-            // Not base64.
-            1 => (
+            // Not base64. (A mangled encoding of a pool key is not sent: memcached
+            // decodes some of them, e.g. "YQ==" with its '=' moved, to the key
+            // itself, which then counts as a base64 key; see AVOIDED.)
+            1 | 4 => (
                 self.pick(&[&b"!!!!"[..], b"abc", b"====", b"YQ", b"YQ="])
                     .to_vec(),
                 true,
             ),
-            4 => {
-                let mut t = Vec::new();
-                base64_encode(&self.key(scope), &mut t);
-                if t.len() >= 4 {
-                    let at = self.rng.random_range(1..t.len() - 1);
-                    t[at] = b'=';
-                }
-                (t, true)
-            }
             // Base64 of more than 250 bytes.
             2 => {
                 let mut t = Vec::new();
@@ -106,8 +98,8 @@ impl Gen {
 
     /// Replaces the key with a bad one, with `b` when it is base64 (and then without
     /// `k`, see AVOIDED).
-    fn break_key(&mut self, scope: &Scope, token: &mut Vec<u8>, flags: &mut Vec<Flag>) {
-        let (t, b) = self.bad_meta_key(scope);
+    fn break_key(&mut self, token: &mut Vec<u8>, flags: &mut Vec<Flag>) {
+        let (t, b) = self.bad_meta_key();
         *token = t;
         flags.retain(|f| !matches!(f, Flag::Text(t) if t == "b" || (b && t == "k")));
         if b {
@@ -236,7 +228,7 @@ impl Gen {
         self.fetches(&key.raw);
         let mut token = key.token;
         if bad && self.chance(0.3) {
-            self.break_key(scope, &mut token, &mut flags);
+            self.break_key(&mut token, &mut flags);
         }
         let pieces = if bad && self.chance(0.05) {
             vec![lit(b"mg\r\n".to_vec())]
@@ -248,13 +240,19 @@ impl Gen {
 
     fn ms(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, false);
-        let value = self.value();
-        let n = pieces_len(&value);
+        let mut value = self.value();
         let menu = [
             "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "s", "f", "t", "v",
         ];
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
+        if flags
+            .iter()
+            .any(|f| matches!(f, Flag::Text(t) if t == "MA" || t == "MP"))
+        {
+            value = self.concat_safe(value);
+        }
+        let n = pieces_len(&value);
         // With `I`, memcached compares the unique's *order* with the item's; uniques
         // of other items are ordered by the servers' scheduling (see AVOIDED).
         if flags.iter().any(|f| matches!(f, Flag::Text(t) if t == "I")) {
@@ -274,7 +272,7 @@ impl Gen {
         if bad {
             match self.rng.random_range(0..4) {
                 0 => {
-                    self.break_key(scope, &mut token, &mut flags);
+                    self.break_key(&mut token, &mut flags);
                 }
                 1 => len = self.bad_len(n),
                 _ => {}
@@ -293,7 +291,7 @@ impl Gen {
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;
         if bad && self.chance(0.3) {
-            self.break_key(scope, &mut token, &mut flags);
+            self.break_key(&mut token, &mut flags);
         }
         let pieces = self.meta_line("md", &token, None, flags);
         Gen1::new("meta.md", pieces, bad)
@@ -307,7 +305,7 @@ impl Gen {
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;
         if bad && self.chance(0.3) {
-            self.break_key(scope, &mut token, &mut flags);
+            self.break_key(&mut token, &mut flags);
         }
         let pieces = self.meta_line("ma", &token, None, flags);
         Gen1::new("meta.ma", pieces, bad)
@@ -320,7 +318,7 @@ impl Gen {
         if bad {
             match self.rng.random_range(0..3) {
                 // Without `b` even where the key is base64 (see AVOIDED).
-                0 => token = self.bad_meta_key(scope).0,
+                0 => token = self.bad_meta_key().0,
                 1 => flags.push(Flag::Text("v".to_string())),
                 _ => return Gen1::new("meta.me", vec![lit(b"me\r\n".to_vec())], true),
             }

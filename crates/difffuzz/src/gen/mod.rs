@@ -491,6 +491,22 @@ impl Gen {
         self.value_of(n)
     }
 
+    /// A value to append or prepend: never only digits and `+` (see AVOIDED: a
+    /// number made longer could reach 2^63), so a value that is gets an `x` first.
+    fn concat_safe(&mut self, mut v: Vec<Piece>) -> Vec<Piece> {
+        let numeric = |b: &u8| b.is_ascii_digit() || *b == b'+';
+        let only_digits = pieces_len(&v) > 0
+            && v.iter().all(|p| match p {
+                Piece::Lit(b) => b.iter().all(numeric),
+                Piece::Rep(_, b) => numeric(b),
+                Piece::Cas(_) | Piece::BinCas(_) => false,
+            });
+        if only_digits {
+            v.insert(0, lit(b"x".to_vec()));
+        }
+        v
+    }
+
     /// The opaque token value for meta `O` (never too long unless `bad`).
     fn opaque(&mut self, bad: bool) -> String {
         let n = if bad {

@@ -70,7 +70,10 @@ impl Gen {
 
     fn storage(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let cmd = *self.pick(STORAGE);
-        let value = self.value();
+        let mut value = self.value();
+        if cmd == "append" || cmd == "prepend" {
+            value = self.concat_safe(value);
+        }
         let n = pieces_len(&value);
         let mut key = self.key(scope);
         let mut flags = self.client_flags();
