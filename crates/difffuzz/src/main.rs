@@ -427,12 +427,21 @@ impl Fuzz {
             rounds: history.clone(),
         };
         let full_path = self.out.join(format!("seed-{seed}-full.trace"));
-        std::fs::write(&full_path, trace::write(&full, &text))?;
+        let full_body = trace::write(&full, &text);
+        std::fs::write(&full_path, &full_body)?;
         println!(
             "full trace: {} (memcrab-difffuzz replay <file>)",
             full_path.display()
         );
+        // Where no shrunk trace comes, the full one is the repro: print it (a CI
+        // log may be all there is).
+        let print_full = || {
+            for line in full_body.lines().filter(|l| !l.starts_with('#')) {
+                println!("  {}", clip(line, 400));
+            }
+        };
         if self.shrink.is_zero() {
+            print_full();
             return Ok((d, full_path));
         }
         println!("shrinking for up to {}s ...", self.shrink.as_secs());
@@ -444,6 +453,7 @@ impl Fuzz {
         let again = shrink::replay(&self.opts, cfg, &small_trace.rounds)?;
         let Some(sd) = again.filter(|x| x.signature == d.signature) else {
             println!("(shrinking did not keep the difference; the full trace is the repro)");
+            print_full();
             return Ok((d, full_path));
         };
         let stext = report(&sd, Some(seed), cfg);
