@@ -42,6 +42,17 @@ pub fn item_size_ok(
     memcached_item_bytes(key_len, flags, value_len, use_cas) <= item_size_max
 }
 
+/// memcached's default `slab_chunk_max` (half its 1 MiB slab page): larger items are
+/// stored in chunks.
+pub const SLAB_CHUNK_MAX_DEFAULT: usize = 512 * 1024;
+
+/// Would memcached store this item in chunks (`ITEM_CHUNKED`: its size over
+/// `slab_chunk_max`, at its default)? incr/decr refuse such an item as non-numeric
+/// before they compare its CAS unique or look at its value (`do_add_delta`).
+pub fn memcached_chunked(key_len: usize, flags: u32, value_len: usize, use_cas: bool) -> bool {
+    memcached_item_bytes(key_len, flags, value_len, use_cas) > SLAB_CHUNK_MAX_DEFAULT
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +67,15 @@ mod tests {
         assert!(!item_size_ok(1, 0, 1024 - 59, true, 1024));
         assert!(!item_size_ok(1, 1, 1024 - 60, true, 1024));
         assert!(item_size_ok(1, 0, 1024 - 52, false, 1024));
+    }
+
+    #[test]
+    fn chunked_over_half_a_megabyte() {
+        // Measured on memcached 1.6.18: key "k", flags 0, CAS on: a value of 524228
+        // bytes is whole, 524229 chunked; key "kk" with flags: 524223 / 524224.
+        assert!(!memcached_chunked(1, 0, 524_228, true));
+        assert!(memcached_chunked(1, 0, 524_229, true));
+        assert!(!memcached_chunked(2, 5, 524_223, true));
+        assert!(memcached_chunked(2, 5, 524_224, true));
     }
 }

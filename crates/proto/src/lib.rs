@@ -48,7 +48,7 @@
 //!   │   │   │                  ──► text's client (Malformed, data_block), num
 //!   │   │   └── tests.rs
 //!   │   ├── token.rs       line finding and memcached's tokenize_command (Tokens,
-//!   │   │                  MAX_TOKENS, LINE_MAX_NO_NEWLINE); imports nothing
+//!   │   │                  MAX_TOKENS, LINE_MAX_NO_NEWLINE, READ_BUFFER_SIZE); imports nothing
 //!   │   ├── config.rs      Config, item_size_ok        ──► memcrab_limits
 //!   │   ├── reply.rs       reply lines and encoders; imports nothing
 //!   │   ├── client.rs      client side: request encoders, reply parser

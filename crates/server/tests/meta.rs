@@ -255,6 +255,72 @@ fn autovivify_race() {
     a.call(b"mg v4 t N30\r\n", b"HD t-1 W\r\n");
 }
 
+/// The `mg` that vivifies an item bumps it like any fetch (memcached's delayed
+/// `do_item_bump`), so the item is already fetched (`h1`, `me` `fetch=yes`) at the
+/// next lookup, unless that `mg` had `u`. Found by the differential fuzzer.
+#[test]
+fn vivified_item_counts_as_fetched() {
+    let (_s, mut c) = server();
+    c.call(b"mg k N0 h\r\n", b"HD h0 W\r\n");
+    c.call(b"mg k h\r\n", b"HD h1 Z\r\n");
+    c.call(b"mg k2 N0\r\n", b"HD W\r\n");
+    c.send(b"me k2\r\n");
+    let line = String::from_utf8(c.read_line()).expect("utf-8");
+    assert!(line.contains(" fetch=yes "), "{line:?}");
+    c.call(b"mg k3 N0 u\r\n", b"HD W\r\n");
+    c.call(b"mg k3 h\r\n", b"HD h0 Z\r\n");
+}
+
+/// An item whose exptime is 1 (a negative `T` or `N`: "already expired") reports
+/// its `t` as `1 - current_time`, unsigned, and memcached's `current_time` starts at
+/// 62 (`process_started` is `ITEM_UPDATE_INTERVAL + 2` seconds before the start),
+/// 60 more than its `uptime`. Found by the differential fuzzer.
+#[test]
+fn negative_ttl_reports_memcacheds_clock() {
+    let (_s, mut c) = server();
+    c.call(&ms("k", b"v", ""), b"HD\r\n");
+    // Retried until no second boundary falls between the two uptime readings.
+    for _ in 0..5 {
+        let before = c.stat("uptime");
+        c.send(b"mg k T-1 t\r\nmg v N-1 t\r\n");
+        let touched = String::from_utf8(c.read_line()).expect("utf-8");
+        let vivified = String::from_utf8(c.read_line()).expect("utf-8");
+        if c.stat("uptime") != before {
+            continue;
+        }
+        let want = (1u64 << 32) + 1 - 60 - before;
+        assert_eq!(touched, format!("HD t{want}"));
+        assert_eq!(vivified, format!("HD t{want} W"));
+        return;
+    }
+    panic!("the clock ticked during every attempt");
+}
+
+/// memcached stores an item over 512 KiB (its default `slab_chunk_max`) in chunks,
+/// and incr/decr refuse a chunked item as non-numeric before comparing its CAS
+/// unique or reading it. Key "k", flags 0, CAS on: 60 bytes of item besides the
+/// value. Found by the differential fuzzer (memcrab answered EX, and incremented a
+/// chunked number padded with spaces).
+#[test]
+fn delta_refuses_items_memcached_chunks() {
+    let (_s, mut c) = server();
+    const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+    let padded = |len: usize| {
+        let mut v = b"7".to_vec();
+        v.resize(len, b' ');
+        v
+    };
+    c.call(&ms("k", &padded(524_228), ""), b"HD\r\n");
+    let cas = cas_of(&mut c, "k");
+    c.call(format!("ma k C{}\r\n", cas + 1).as_bytes(), b"EX\r\n");
+    c.call(b"incr k 1\r\n", b"8\r\n");
+    c.call(&ms("k", &padded(524_229), ""), b"HD\r\n");
+    let cas = cas_of(&mut c, "k");
+    c.call(format!("ma k C{}\r\n", cas + 1).as_bytes(), NON_NUMERIC);
+    c.call(b"incr k 1\r\n", NON_NUMERIC);
+    c.call(b"mg k s\r\n", b"HD s524229\r\n");
+}
+
 #[test]
 fn recache_flag() {
     let (_s, mut c) = server();

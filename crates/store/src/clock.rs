@@ -17,10 +17,17 @@ pub const REALTIME_MAXDELTA_SECS: i64 = 60 * 60 * 24 * 30;
 /// A relative time in seconds since the clock's epoch. 0 means "never" for exptimes.
 pub type RelTime = u32;
 
+/// The relative time at startup: memcached sets `process_started` to
+/// `time(0) - ITEM_UPDATE_INTERVAL - 2`, so its `current_time` starts at 62. It shows
+/// on the wire: an item whose exptime is 1 (a negative or past TTL given by `mg`'s
+/// `T` or `N`) reports `t` as `1 - current_time`, printed unsigned.
+pub const START: RelTime = 62;
+
 #[derive(Debug)]
 pub struct Clock {
-    /// Unix time of relative second 0. Set 2 s before the real start, as memcached
-    /// does, so that `now()` is never 0 (0 means "never" in exptimes).
+    /// Unix time of relative second 0: [`START`] seconds before the real start, as
+    /// memcached's `process_started`, so that `now()` is never 0 (0 means "never" in
+    /// exptimes).
     epoch_unix_secs: i64,
     started: Instant,
     /// Seconds since `epoch_unix_secs`. Written by `tick`/`set` (one ticker thread),
@@ -42,9 +49,9 @@ impl Clock {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         Clock {
-            epoch_unix_secs: unix - 2,
+            epoch_unix_secs: unix - i64::from(START),
             started: Instant::now(),
-            now: AtomicU32::new(2),
+            now: AtomicU32::new(START),
         }
     }
 
@@ -56,7 +63,12 @@ impl Clock {
 
     /// Re-reads the monotonic clock. Call a few times a second.
     pub fn tick(&self) {
-        let secs = self.started.elapsed().as_secs().min(u32::MAX as u64 - 2) as u32 + 2;
+        let secs = self
+            .started
+            .elapsed()
+            .as_secs()
+            .min(u64::from(u32::MAX - START)) as u32
+            + START;
         self.now.fetch_max(secs, Ordering::Relaxed);
     }
 
@@ -77,7 +89,8 @@ impl Clock {
 
     /// Seconds since the server started (the `uptime` stat).
     pub fn uptime_secs(&self) -> u32 {
-        self.now().saturating_sub(2)
+        // memcached: `current_time - ITEM_UPDATE_INTERVAL`, 2 at startup.
+        self.now().saturating_sub(START - 2)
     }
 
     /// memcached's `realtime(EXPTIME_TO_POSITIVE_TIME(exptime))`: a wire exptime to a

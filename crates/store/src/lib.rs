@@ -133,7 +133,8 @@ pub struct Item<'a> {
     /// flush_all compares this time (memcached's `it->time <= oldest_live`).
     pub atime: RelTime,
     /// Whether a bumping lookup has seen the item before this request (memcached's
-    /// `ITEM_FETCHED`): set by a bump, never cleared; a new item starts unfetched; an
+    /// `ITEM_FETCHED`): set by a bump, never cleared; a new item starts unfetched
+    /// (one that a lookup vivifies is bumped by that lookup, unless `no_bump`); an
     /// in-place incr keeps it.
     pub fetched: bool,
     /// The item was invalidated (meta `md I`, or stored by a stale `ms I`): memcached's
@@ -267,8 +268,9 @@ pub enum DeleteResult {
 pub struct DeltaOpts {
     /// Act only when the item's CAS unique equals this, else [`Delta::Exists`]. As in
     /// memcached's `do_add_delta`, `Some(0)` does not compare (same as `None`). An
-    /// empty value answers `NonNumeric` before the comparison; any other value is
-    /// compared before it is parsed.
+    /// empty value, or one memcached would store in chunks
+    /// ([`memcrab_limits::memcached_chunked`]), answers `NonNumeric` before the
+    /// comparison; any other value is compared before it is parsed.
     pub compare_cas: Option<u64>,
     /// On a miss, create the item with the value `initial` (decimal digits), flags 0,
     /// exptime `exptime`, and answer [`Delta::Value`] with `value = initial` and

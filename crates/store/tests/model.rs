@@ -432,6 +432,8 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                             let mut it = Item::new(Vec::new(), 0, t, now);
                             it.cas = s.2;
                             it.token_sent = true;
+                            // The vivifying lookup bumps the new item (memcached's mg).
+                            it.fetched = !no_bump;
                             m.map.insert(key, it);
                         }
                         None => {

@@ -1,12 +1,14 @@
-//! Replays every committed seed (`fuzz/corpus/<target>/`) and every fixed crash
-//! (`fuzz/regressions/<target>/`) through the fuzz targets' checks, on stable.
+//! Replays every committed seed (`fuzz/corpus/<target>/`), the minimized corpus
+//! that fuzzing grew (`fuzz/minimized/<target>/`, see docs/security.md) and every
+//! fixed crash (`fuzz/regressions/<target>/`) through the fuzz targets' checks, on
+//! stable.
 
 use std::path::Path;
 
 fn replay(target: &str, check: fn(&[u8])) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut n = 0;
-    for dir in ["corpus", "regressions"] {
+    for dir in ["corpus", "minimized", "regressions"] {
         let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
             continue;
         };

@@ -40,7 +40,7 @@ pub use config::{item_size_ok, Config};
 /// (binary and meta use it from there too).
 pub use memcrab_limits::KEY_MAX_LEN;
 pub use request::{Action, Error, Keys, Parsed, Request, ShutdownMode, StoreCmd};
-pub use token::{LINE_MAX_NO_NEWLINE, MAX_TOKENS};
+pub use token::{LINE_MAX_NO_NEWLINE, MAX_TOKENS, READ_BUFFER_SIZE};
 
 /// Parses one request from the front of `buf`. Returns `None` when more bytes are
 /// needed, otherwise the request or error and the number of bytes consumed.

@@ -17,6 +17,9 @@ pub const MAX_TOKENS: usize = 24;
 /// Bytes without a newline after which memcached closes a connection unless the line
 /// is a `get`/`gets` (`try_read_command_ascii`).
 pub const LINE_MAX_NO_NEWLINE: usize = 2048;
+/// memcached's read buffer (`READ_BUFFER_SIZE`, memcached.h): the longest line,
+/// newline included, that it can find whole. Only a get line may be longer.
+pub const READ_BUFFER_SIZE: usize = 16384;
 /// Leading spaces tolerated before a long get line (`try_read_command_ascii`).
 const LONG_LINE_MAX_LEADING_SPACES: usize = 100;
 
@@ -40,6 +43,14 @@ pub(crate) fn find_line(buf: &[u8], max_get_line: usize) -> Found<'_> {
     let Some(nl) = memchr::memchr(b'\n', buf) else {
         return incomplete_line(buf, max_get_line);
     };
+    // memcached reads into a READ_BUFFER_SIZE buffer: a line whose newline is past
+    // it is never seen whole, whatever the reads returned, so it is "no newline" in
+    // more than 2048 bytes (closed unless it is a get).
+    if nl >= READ_BUFFER_SIZE {
+        if let Found::TooLong = incomplete_line(&buf[..nl], max_get_line) {
+            return Found::TooLong;
+        }
+    }
     let mut line = &buf[..nl];
     if line.len() > 1 && line[line.len() - 1] == b'\r' {
         line = &line[..line.len() - 1];

@@ -262,6 +262,10 @@ impl Reference {
         if won {
             sh.slots[idx as usize].token_sent = true;
         }
+        // memcached's mg bumps the item it vivified too (FETCHED from then on).
+        if !opts.no_bump {
+            sh.bump_fetch(idx, e.now);
+        }
         Fetch::Hit
     }
 
@@ -514,12 +518,15 @@ impl Engine for Reference {
             }
         };
         let explicit = self.new_cas(opts.new_cas);
-        let (old_len, item_cas) = {
+        let (old_len, item_cas, chunked) = {
             let s = &sh.slots[idx as usize];
-            (s.value().len(), self.cas_out(s.cas))
+            let len = s.value().len();
+            let chunked = memcrab_limits::memcached_chunked(key.len(), s.flags, len, self.use_cas);
+            (len, self.cas_out(s.cas), chunked)
         };
-        // memcached's do_add_delta: empty values first, then the CAS, then the number.
-        if old_len == 0 {
+        // memcached's do_add_delta: empty (or chunked) values first, then the CAS,
+        // then the number.
+        if old_len == 0 || chunked {
             self.unreserve(DELTA_MAX_GROWTH_BYTES);
             return Delta::NonNumeric;
         }

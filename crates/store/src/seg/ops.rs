@@ -187,6 +187,11 @@ impl Seg {
                 if visit(self.item(new_loc, d, &v, pre, true)) {
                     v.set_bits(TOKEN_SENT);
                 }
+                // memcached's mg bumps the item it vivified too (do_item_bump after
+                // the reply is built): it is FETCHED from then on, unless `u`.
+                if !opts.no_bump {
+                    self.bump(&v, pre);
+                }
                 return Fetch::Hit;
             }
             drop(l);
@@ -461,7 +466,15 @@ impl Seg {
                     }
                 }
             };
-            if old.value.is_empty() {
+            // memcached's do_add_delta: empty or chunked values before the CAS.
+            if old.value.is_empty()
+                || memcrab_limits::memcached_chunked(
+                    key.len(),
+                    old.flags,
+                    old.value.len(),
+                    self.use_cas,
+                )
+            {
                 return Delta::NonNumeric;
             }
             if let Some(c) = opts.compare_cas.filter(|&c| c != 0) {
