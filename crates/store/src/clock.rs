@@ -23,6 +23,8 @@ pub struct Clock {
     /// does, so that `now()` is never 0 (0 means "never" in exptimes).
     epoch_unix_secs: i64,
     started: Instant,
+    /// The relative time at `started` (2, or where a warm restart resumed).
+    base: u32,
     /// Seconds since `epoch_unix_secs`. Written by `tick`/`set` (one ticker thread),
     /// read by every request; Relaxed suffices because a reader only needs some
     /// recent value, not ordering with other memory.
@@ -44,7 +46,25 @@ impl Clock {
         Clock {
             epoch_unix_secs: unix - 2,
             started: Instant::now(),
+            base: 2,
             now: AtomicU32::new(2),
+        }
+    }
+
+    /// A clock that goes on from relative time `now` (a warm restart: the saved
+    /// clock plus the time spent down), so that saved exptimes and access times keep
+    /// their meaning; relative 0 is `now` seconds before this unix second.
+    pub fn resumed(now: RelTime) -> Self {
+        let now = now.max(2);
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Clock {
+            epoch_unix_secs: unix - i64::from(now),
+            started: Instant::now(),
+            base: now,
+            now: AtomicU32::new(now),
         }
     }
 
@@ -56,7 +76,12 @@ impl Clock {
 
     /// Re-reads the monotonic clock. Call a few times a second.
     pub fn tick(&self) {
-        let secs = self.started.elapsed().as_secs().min(u32::MAX as u64 - 2) as u32 + 2;
+        let secs = self
+            .started
+            .elapsed()
+            .as_secs()
+            .saturating_add(u64::from(self.base))
+            .min(u64::from(u32::MAX)) as u32;
         self.now.fetch_max(secs, Ordering::Relaxed);
     }
 
@@ -75,7 +100,8 @@ impl Clock {
         self.epoch_unix_secs + i64::from(t)
     }
 
-    /// Seconds since the server started (the `uptime` stat).
+    /// Seconds since the server started (the `uptime` stat); after a warm restart,
+    /// since the first start, as memcached counts it.
     pub fn uptime_secs(&self) -> u32 {
         self.now().saturating_sub(2)
     }
