@@ -21,6 +21,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -67,6 +68,19 @@ impl MemFile {
             .truncate(false)
             .mode(0o600)
             .open(path)?;
+        // Two servers on one file would write over each other's items: the
+        // first holds an exclusive lock for as long as it has the file open.
+        // SAFETY: flock takes a descriptor we own and flags; it touches no memory.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "memory file {} is in use by another process ({e})",
+                    path.display()
+                ),
+            ));
+        }
         let old = file.metadata()?.len();
         let kept = keep && old == len;
         if !kept {
@@ -75,7 +89,14 @@ impl MemFile {
         file.set_len(len)?;
         let size = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memory file too large"))?;
-        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        let mut opts = MmapOptions::new();
+        opts.len(size);
+        if kept {
+            // A restart reads every saved segment at once (hashes, item walk):
+            // fault the pages in up front rather than one by one.
+            opts.populate();
+        }
+        let map = opts.map_raw(&file)?;
         let n = (len / UNIT) as usize;
         Ok((
             MemFile {
@@ -204,6 +225,10 @@ mod tests {
         assert!(f.claim(7 * UNIT, 1).is_none(), "overlap");
         assert!(f.claim(8 * UNIT, 1).is_none(), "outside");
         assert!(f.claim(UNIT / 2, 1).is_none(), "unaligned");
+        assert!(
+            MemFile::open(&dir, 8 * UNIT, true).is_err(),
+            "a second opener must be refused while the first has the file"
+        );
         let x = 0u8;
         assert!(!f.free(&x, 1));
         drop(f);
