@@ -550,3 +550,34 @@ fn ttl_cas_and_flush_rules_hold_across_the_restart() {
     let s = start(&args);
     assert_cold(&s, "no metadata file");
 }
+
+#[test]
+fn a_second_server_on_the_same_file_is_refused() {
+    let d = MemDir::new("twice");
+    let file = d.file();
+    let args = ["-e", file.as_str(), "-m", "64"];
+    let s = start(&args);
+    let mut c = s.connect();
+    c.call(&common::store("set", "k", 5, 0, b"first"), b"STORED\r\n");
+    let out = common::run_cli(&["-l", "127.0.0.1:0", "-e", file.as_str(), "-m", "64"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "second server ran: {err}");
+    assert!(err.contains("in use by another process"), "{err}");
+    // The first still has its item, and saves it.
+    c.call(
+        b"get k\r\n",
+        &common::cat(&[&common::value("k", 5, b"first"), b"END\r\n"]),
+    );
+    drop(c);
+    graceful_stop(s);
+    let s = start(&args);
+    assert_warm(&s);
+    s.connect().call(
+        b"get k\r\n",
+        &common::cat(&[&common::value("k", 5, b"first"), b"END\r\n"]),
+    );
+    // -e needs the segment engine.
+    let out = common::run_cli(&["-e", file.as_str(), "-o", "engine=reference"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("segment engine"));
+}

@@ -171,3 +171,29 @@ fn changed_bytes_or_settings_start_empty() {
     drop(s);
     cleanup(&p);
 }
+
+#[test]
+fn a_delayed_flush_all_stays_pending_across_the_restart() {
+    let p = tmp("delayed");
+    cleanup(&p);
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    let now = s.clock.now();
+    let r = s
+        .seg
+        .store(Mode::Set, b"a", 1, 0, b"x", &StoreOpts::default());
+    assert!(matches!(r, StoreResult::Stored(_)));
+    s.seg.flush_all(Some(now + 100));
+    s.seg.save(&p, "test").expect("save");
+    drop(s);
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    assert!(s.warm, "{}", s.log);
+    assert!(get(&s.seg, b"a").is_some(), "the flush is not due yet");
+    // Time passes (by hand): the saved flush comes due and invalidates the item.
+    s.clock.set(s.clock.now() + 200);
+    assert!(
+        get(&s.seg, b"a").is_none(),
+        "the delayed flush was forgotten"
+    );
+    drop(s);
+    cleanup(&p);
+}
