@@ -581,3 +581,22 @@ fn a_second_server_on_the_same_file_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("segment engine"));
 }
+
+#[test]
+fn cache_memlimit_does_not_change_what_a_restart_compares() {
+    let d = MemDir::new("memlimit");
+    let file = d.file();
+    let args = ["-e", file.as_str(), "-m", "64"];
+    let s = start(&args);
+    let mut c = s.connect();
+    c.call(b"cache_memlimit 100\r\n", b"OK\r\n");
+    c.call(&common::store("set", "k", 1, 0, b"v"), b"STORED\r\n");
+    drop(c);
+    graceful_stop(s);
+    let s = start(&args);
+    assert_warm(&s);
+    s.connect().call(
+        b"get k\r\n",
+        &common::cat(&[&common::value("k", 1, b"v"), b"END\r\n"]),
+    );
+}

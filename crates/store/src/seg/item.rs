@@ -77,7 +77,7 @@ pub struct Checked {
 /// Reads the header of the item at the start of `buf` (bytes of a segment a
 /// restart found in the memory file) using only `buf`'s bytes: None unless the
 /// header is one [`New::write`] could have written (the optional fields agree with
-/// the header bits, a key of 1 to 250 bytes) and the whole item fits in `buf`. A
+/// the header bits, a key of at least 1 byte) and the whole item fits in `buf`. A
 /// header that passes can be given to [`View::read`].
 pub fn checked(buf: &[u8]) -> Option<Checked> {
     let word = |at: usize| -> Option<u32> {
@@ -86,7 +86,7 @@ pub fn checked(buf: &[u8]) -> Option<Checked> {
     };
     let w0 = word(0)?;
     let klen = (w0 & KLEN_MASK) as usize;
-    if klen == 0 || klen > 250 {
+    if klen == 0 {
         return None;
     }
     let mut p = HEADER;

@@ -162,7 +162,7 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
         Err(why) => why,
         Ok(m) => {
             let down = unix_now() - m.stop_unix;
-            let (file, kept) = MemFile::open(path, file_len, true)?;
+            let (file, kept) = MemFile::open(path, cfg.limit_bytes, seg_size, true)?;
             if down < 0 {
                 format!("the clock went back {} s since the stop", -down)
             } else if !kept {
@@ -200,7 +200,7 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
         }
     };
     // Cold: discard the old contents (and so the pages a previous run left).
-    let (file, _) = MemFile::open(path, file_len, false)?;
+    let (file, _) = MemFile::open(path, cfg.limit_bytes, seg_size, false)?;
     let clock = Arc::new(Clock::new());
     let seg = Seg::with_memory(cfg, Arc::clone(&clock), Some(Arc::new(file)));
     Ok(Started {
@@ -388,7 +388,7 @@ impl Seg {
         let m = Meta {
             version: version.to_owned(),
             settings: meta::Settings {
-                limit_bytes: self.limit.load(Ordering::Relaxed),
+                limit_bytes: file.limit_bytes,
                 item_size_max: self.item_size_max as u64,
                 seg_size: self.seg_size,
                 use_cas: self.use_cas,
