@@ -9,8 +9,8 @@
 //!                                                           truncated or corrupt files
 //! ```
 //!
-//! The memory file lives in /dev/shm when there is one (tmpfs, as operators run it),
-//! else in the temp dir. Synchronisation is the port file (startup), replies, and
+//! The memory file lives in /dev/shm when it has 1 GB free (tmpfs, as operators run
+//! it), else in the temp dir. Synchronisation is the port file (startup), replies, and
 //! process exit; the only waiting is the TTL test's, which polls the wall clock for
 //! the two seconds its items need to expire while the server is down.
 //!
@@ -32,8 +32,11 @@ struct MemDir(PathBuf);
 
 impl MemDir {
     fn new(tag: &str) -> MemDir {
+        // A tmpfs with too little room (Docker gives /dev/shm 64 MB) would kill the
+        // server with SIGBUS when a page cannot be allocated: use it only with 1 GB
+        // free.
         let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() {
+        let base = if free_bytes(shm) >= 1 << 30 {
             shm.to_path_buf()
         } else {
             std::env::temp_dir()
@@ -48,6 +51,23 @@ impl MemDir {
     }
     fn meta(&self) -> PathBuf {
         self.0.join("mem.meta")
+    }
+}
+
+/// Free bytes on the filesystem of `p` (0 if it cannot be asked).
+fn free_bytes(p: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: a zeroed statvfs is a valid value for statvfs to overwrite; `c` is a
+    // NUL-terminated path that outlives the call.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return 0;
+        }
+        st.f_bavail as u64 * st.f_frsize as u64
     }
 }
 
