@@ -82,7 +82,7 @@ SETTINGS_STATS = tuple(
     for s in """maxbytes maxconns tcpport udpport verbosity evictions domain_socket umask
     num_threads cas_enabled item_size_max flush_enabled idle_timeout reqs_per_event
     tcp_backlog binding_protocol chunk_size growth_factor detail_enabled
-    auth_enabled_sasl auth_enabled_ascii shutdown_command""".split()
+    auth_enabled_sasl auth_enabled_ascii shutdown_command memory_file""".split()
 ) + TLS_SETTINGS
 # Not binding_protocol's value: memcached's default `-B auto` says auto-negotiate,
 # memcrab speaks only the text protocol so far and says `ascii` (README).
@@ -90,7 +90,7 @@ SETTINGS_VALUES = tuple(
     s.encode()
     for s in """maxbytes maxconns udpport verbosity evictions domain_socket umask num_threads
     cas_enabled item_size_max flush_enabled idle_timeout reqs_per_event tcp_backlog
-    detail_enabled auth_enabled_sasl auth_enabled_ascii shutdown_command""".split()
+    detail_enabled auth_enabled_sasl auth_enabled_ascii shutdown_command memory_file""".split()
 ) + TLS_SETTINGS
 ITEMS_STATS = tuple(
     b"items:1:" + s.encode()

@@ -4,10 +4,12 @@
 //!   main ── parses flags, binds, spawns ──┬─ acceptor thread (listeners, -c)
 //!                                         ├─ worker threads × -t (mio or io_uring
 //!                                         │    loops, conns)
-//!                                         ├─ clock ticker
+//!                                         ├─ clock ticker, engine maintainer
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
 //!                                              shutdown, SIGHUP → Server::reload:
 //!                                              users and TLS certificates)
+//!   after the threads end: a graceful stop (SIGUSR1, `shutdown graceful`) with -e
+//!   saves the engine for a warm restart (crates/store/src/seg/persist.rs)
 //!   all share Arc<Server> { settings, engine, per-worker counters, users, tls, ... }
 //! ```
 //!
@@ -181,21 +183,36 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     if settings.enable_coredumps {
         service::enable_coredumps()?;
     }
-    let clock = Arc::new(Clock::new());
     let config = Config {
         limit_bytes: settings.memory_limit_mb * 1024 * 1024,
         evict: !settings.no_evict,
         use_cas: settings.use_cas,
         item_size_max: settings.item_size_max,
     };
-    let engine: Arc<dyn memcrab_store::Engine> = match settings.engine {
-        EngineKind::Seg => Arc::new(Seg::new(config, Arc::clone(&clock))),
-        EngineKind::Reference => Arc::new(Reference::new(
-            config,
-            settings.hash_power,
-            Arc::clone(&clock),
-        )),
-    };
+    // -e: the engine on a memory file, warm if the last stop saved it. Kept to save
+    // it again at a graceful stop.
+    let mut restartable: Option<(Arc<Seg>, std::path::PathBuf)> = None;
+    let (engine, clock): (Arc<dyn memcrab_store::Engine>, Arc<Clock>) =
+        match (settings.engine, &settings.memory_file) {
+            (EngineKind::Seg, Some(path)) => {
+                let started = memcrab_store::seg::open_memory_file(config, path)
+                    .with_context(|| format!("-e {}", path.display()))?;
+                // memcached prints its [restart] lines whatever the verbosity.
+                eprintln!("[restart] {}", started.log);
+                let seg = Arc::new(started.seg);
+                restartable = Some((Arc::clone(&seg), path.clone()));
+                (seg, started.clock)
+            }
+            (EngineKind::Seg, None) => {
+                let clock = Arc::new(Clock::new());
+                (Arc::new(Seg::new(config, Arc::clone(&clock))), clock)
+            }
+            (EngineKind::Reference, _) => {
+                let clock = Arc::new(Clock::new());
+                let e = Reference::new(config, settings.hash_power, Arc::clone(&clock));
+                (Arc::new(e), clock)
+            }
+        };
     if settings.io == IoKind::Uring {
         if let Err(e) = uring::probe(settings.max_connections) {
             eprintln!("memcrab: io_uring unavailable ({e}); using epoll");
@@ -251,17 +268,30 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     }
     listen::register_listeners(&server, &listeners);
 
-    // The clock ticker: memcached's clock_handler, a few times a second.
-    {
+    // The clock ticker: memcached's clock_handler, a few times a second. The
+    // engine's upkeep (expiry and delayed-flush sweeps) runs on a thread of its own,
+    // as memcached's LRU maintainer does: a long sweep on a busy machine must not
+    // hold the clock back (the differential fuzzer once saw it 4 s behind).
+    let ticker = {
         let server = Arc::clone(&server);
         thread::Builder::new().name("clock".into()).spawn(move || {
             while !server.shutting_down() {
                 server.engine.clock().tick();
-                server.engine.maintain();
                 thread::sleep(Duration::from_millis(100));
             }
-        })?;
-    }
+        })?
+    };
+    let maintainer = {
+        let server = Arc::clone(&server);
+        thread::Builder::new()
+            .name("maintain".into())
+            .spawn(move || {
+                while !server.shutting_down() {
+                    server.engine.maintain();
+                    thread::sleep(Duration::from_millis(100));
+                }
+            })?
+    };
 
     let accept_poll = Poll::new()?;
     let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), handoff::WAKE)?)];
@@ -305,9 +335,10 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
                         SIGHUP => server.reload(),
                         SIGUSR1 => {
                             // memcached's graceful stop: stop accepting, let the
-                            // workers finish what they have read, exit 0.
+                            // workers finish what they have read, save the cache
+                            // (-e), exit 0.
                             eprintln!("Gracefully stopping");
-                            server.begin_shutdown();
+                            server.begin_graceful_shutdown();
                             return;
                         }
                         _ => {
@@ -340,6 +371,22 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     let _ = acceptor.join();
     for h in handles {
         let _ = h.join();
+    }
+    // Nothing else touches the engine now (the maintainer included): a graceful
+    // stop saves it for a warm restart.
+    let _ = ticker.join();
+    let _ = maintainer.join();
+    if let Some((seg, path)) = restartable.filter(|_| server.is_graceful()) {
+        match seg.save(&path, env!("CARGO_PKG_VERSION")) {
+            Ok(saved) => eprintln!("[restart] {}", saved.log),
+            Err(e) => {
+                // No metadata: the next start is cold, never wrong.
+                if let Some(p) = pid_file {
+                    p.remove();
+                }
+                anyhow::bail!("[restart] saving {} failed: {e}", path.display());
+            }
+        }
     }
     if let Some(p) = pid_file {
         p.remove();

@@ -65,6 +65,10 @@ pub struct Server {
     /// Set once to stop; read by every loop. Release/Acquire so that a thread that
     /// sees it also sees what was done before it was set.
     shutdown: AtomicBool,
+    /// Set (before `shutdown`) by SIGUSR1 and `shutdown graceful`: save the cache
+    /// for a warm restart once everything stopped (`-e`). Release/Acquire with
+    /// `shutdown`'s own ordering: whoever sees the stop sees this.
+    graceful: AtomicBool,
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
@@ -99,6 +103,7 @@ impl Server {
             rejected_connections: AtomicU64::new(0),
             conns: Mutex::default(),
             shutdown: AtomicBool::new(false),
+            graceful: AtomicBool::new(false),
             wakers: OnceLock::new(),
             tls,
         }
@@ -176,6 +181,18 @@ impl Server {
 
     pub fn shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// memcached's graceful stop (SIGUSR1, `shutdown graceful`): as
+    /// [`Server::begin_shutdown`], and the cache is saved for a warm restart (`-e`).
+    pub fn begin_graceful_shutdown(&self) {
+        self.graceful.store(true, Ordering::Release);
+        self.begin_shutdown();
+    }
+
+    /// Whether the stop under way is graceful.
+    pub fn is_graceful(&self) -> bool {
+        self.graceful.load(Ordering::Acquire)
     }
 
     /// Stops accepting, and asks every worker to flush and exit.

@@ -348,6 +348,12 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "ssl_session_cache", yes_no(t.session_cache));
     stat(out, "ssl_kernel_tls", yes_no(t.kernel_tls));
     stat(out, "ssl_min_version", t.min_version_name());
+    let memory_file = s.memory_file.as_ref().map(|p| p.display().to_string());
+    stat(
+        out,
+        "memory_file",
+        memory_file.as_deref().unwrap_or("(null)"),
+    );
     stat(out, "engine", server.settings.engine.name());
 }
 

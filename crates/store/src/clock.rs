@@ -30,6 +30,8 @@ pub struct Clock {
     /// exptimes).
     epoch_unix_secs: i64,
     started: Instant,
+    /// The relative time at `started` ([`START`], or where a warm restart resumed).
+    base: u32,
     /// Seconds since `epoch_unix_secs`. Written by `tick`/`set` (one ticker thread),
     /// read by every request; Relaxed suffices because a reader only needs some
     /// recent value, not ordering with other memory.
@@ -51,7 +53,25 @@ impl Clock {
         Clock {
             epoch_unix_secs: unix - i64::from(START),
             started: Instant::now(),
+            base: START,
             now: AtomicU32::new(START),
+        }
+    }
+
+    /// A clock that goes on from relative time `now` (a warm restart: the saved
+    /// clock plus the time spent down), so that saved exptimes and access times keep
+    /// their meaning; relative 0 is `now` seconds before this unix second.
+    pub fn resumed(now: RelTime) -> Self {
+        let now = now.max(START);
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Clock {
+            epoch_unix_secs: unix - i64::from(now),
+            started: Instant::now(),
+            base: now,
+            now: AtomicU32::new(now),
         }
     }
 
@@ -67,8 +87,8 @@ impl Clock {
             .started
             .elapsed()
             .as_secs()
-            .min(u64::from(u32::MAX - START)) as u32
-            + START;
+            .saturating_add(u64::from(self.base))
+            .min(u64::from(u32::MAX)) as u32;
         self.now.fetch_max(secs, Ordering::Relaxed);
     }
 
@@ -87,7 +107,8 @@ impl Clock {
         self.epoch_unix_secs + i64::from(t)
     }
 
-    /// Seconds since the server started (the `uptime` stat).
+    /// Seconds since the server started (the `uptime` stat); after a warm restart,
+    /// since the first start, as memcached counts it.
     pub fn uptime_secs(&self) -> u32 {
         // memcached: `current_time - ITEM_UPDATE_INTERVAL`, 2 at startup.
         self.now().saturating_sub(START - 2)

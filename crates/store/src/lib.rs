@@ -27,6 +27,7 @@
 //!   clock.rs        Clock, RelTime                                       none
 //!   seg/            the segment engine
 //!     mod.rs        Seg, its fields, the Engine impl (lock-free get)     none
+//!     persist.rs    warm restart (-e): open_memory_file, restore, save   none (threads stopped)
 //!     walk.rs       walk: the key dump's lock-free index walk            none (pins itself)
 //!     ops.rs        get_exclusive, touch_copy, store/delete/delta        none (take their own)
 //!     upkeep.rs     maintain: expiry, delayed-flush sweeps; flush_all    none (take their own)
@@ -36,6 +37,8 @@
 //!     arena.rs      Arena: ids, memory, free list, limbo; Active         arena
 //!     fifo.rs       Fifo: S3-FIFO's small and main queues                arena
 //!     segments.rs   Desc, Descs, segment memory, Life, Flush             none
+//!     mapfile.rs    MemFile: the -e memory file and its unit allocator   arena
+//!     meta.rs       the restart metadata file's format                   none
 //!     index.rs      Index (lock-free find), Locked partitions            pinned / partition
 //!     item.rs       the item layout: New, View                           none
 //!     epoch.rs      epoch-based reclamation                              none

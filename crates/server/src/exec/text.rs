@@ -243,9 +243,13 @@ pub fn execute(
                 out.extend_from_slice(reply::SHUTDOWN_INVALID_MODE);
                 return Flow::Next;
             }
-            // Graceful and immediate shutdown both stop accepting and flush what is in
-            // flight; there is no restartable memory to save.
-            cx.server.begin_shutdown();
+            // Both stop accepting and flush what is in flight; a graceful one also
+            // saves the cache for a warm restart (-e), as memcached's GRACE_STOP.
+            if mode == ShutdownMode::Graceful {
+                cx.server.begin_graceful_shutdown();
+            } else {
+                cx.server.begin_shutdown();
+            }
             Flow::Close
         }
         Request::RefreshCerts { noreply } => {

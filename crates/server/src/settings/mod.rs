@@ -112,6 +112,8 @@ pub struct Settings {
     pub engine: EngineKind,
     /// `-o io=`: the stream transport.
     pub io: IoKind,
+    /// `-e`: the memory file of a restartable cache (segment engine only).
+    pub memory_file: Option<std::path::PathBuf>,
     pub growth_factor: f64,
     pub chunk_size: u32,
     pub stat_prefix: char,
@@ -184,6 +186,7 @@ impl Default for Settings {
             hash_power: 16,
             engine: EngineKind::Seg,
             io: IoKind::Uring,
+            memory_file: None,
             growth_factor: 1.25,
             chunk_size: 48,
             stat_prefix: ':',
@@ -485,7 +488,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             'I' => s.item_size_max = size(flag, &v)?,
             'S' => s.sasl = true,
             'Y' => s.auth_file = Some(v),
-            'e' => return Err("-e: memory files (restartable cache) are not supported".into()),
+            'e' => s.memory_file = Some(v.into()),
             'F' => s.flush_enabled = false,
             'A' => s.shutdown_command = true,
             'o' => extended(&mut s, &v)?,
@@ -550,6 +553,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
     }
     if !s.tls.enabled && s.listen.iter().any(|l| l.starts_with(NOTLS_PREFIX)) {
         return Err("'notls' option is valid only when SSL is enabled".into());
+    }
+    if s.memory_file.is_some() && s.engine != EngineKind::Seg {
+        return Err("-e: a memory file needs the segment engine (-o engine=seg)".into());
     }
     if s.item_size_max < 1024 {
         return Err("-I: Item max size cannot be less than 1024 bytes.".into());
@@ -670,7 +676,10 @@ pub fn usage() -> String {
 -F, --disable-flush-all   disable flush_all
 -X, --disable-dumping     refuse key dumps (lru_crawler metadump and mgdump)
 -W, --disable-watch       disable watch commands (live logging)
--A, --enable-shutdown     enable the shutdown command
+-A, --enable-shutdown     enable the shutdown command (`shutdown graceful` saves as SIGUSR1)
+-e, --memory-file=<file>  keep item memory in <file> (tmpfs, e.g. /dev/shm/memcrab) for a
+                          warm restart: SIGUSR1 or `shutdown graceful` saves <file>.meta
+                          and exits; the next start with the same -m/-I/-C comes back warm
 -o, --extended            comma separated: idle_timeout=<secs>, hashpower=<12..32>,
                           engine=seg|reference (default seg), track_sizes (enables
                           `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`

@@ -18,7 +18,7 @@ use super::epoch;
 use super::fifo::Fifo;
 use super::index::{Loc, MAX_SEGMENTS};
 use super::item;
-use super::segments::{alloc_segment, free_segment, Descs};
+use super::segments::Descs;
 use crate::clock::RelTime;
 use crate::SegmentStats;
 
@@ -140,12 +140,23 @@ impl Arena {
     /// limit); large when `cap` is not the normal size. None when there is no id or
     /// the allocator has no memory.
     pub fn alloc(&mut self, descs: &Descs, cap: u32) -> Option<u32> {
-        let id = self.new_id()?;
-        let p = alloc_segment(cap);
+        let p = descs.alloc_memory(cap);
         if p.is_null() {
-            self.spare_ids.push(id);
             return None;
         }
+        let id = self.adopt(descs, cap, p);
+        if id.is_none() {
+            // SAFETY: just allocated with this capacity; nothing else has it.
+            unsafe { descs.free_memory(p, cap) };
+        }
+        id
+    }
+
+    /// A new segment id for memory `p` of `cap` bytes that the caller got from
+    /// `descs` (alloc above, or a restart adopting a saved segment of the memory
+    /// file); None when there is no id.
+    pub fn adopt(&mut self, descs: &Descs, cap: u32, p: *mut u8) -> Option<u32> {
+        let id = self.new_id()?;
         let d = descs.get(id);
         d.cap.store(cap, Ordering::Relaxed);
         d.ptr.store(p, Ordering::Release);
@@ -164,7 +175,7 @@ impl Arena {
         if !p.is_null() {
             // SAFETY: the segment is out of limbo (no reader can be in it) or free,
             // and none of its items is linked.
-            unsafe { free_segment(p, cap) };
+            unsafe { descs.free_memory(p, cap) };
             self.used -= u64::from(cap);
             if cap != self.seg_size {
                 self.large_used -= u64::from(cap);

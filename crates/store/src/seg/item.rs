@@ -67,6 +67,58 @@ pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool, has_exp: b
     (n + 3) & !3
 }
 
+/// What [`checked`] found at the start of a buffer: the item's size in bytes and
+/// its value's length.
+pub struct Checked {
+    pub size: usize,
+    pub vlen: usize,
+}
+
+/// Reads the header of the item at the start of `buf` (bytes of a segment a
+/// restart found in the memory file) using only `buf`'s bytes: None unless the
+/// header is one [`New::write`] could have written (the optional fields agree with
+/// the header bits, a key of at least 1 byte) and the whole item fits in `buf`. A
+/// header that passes can be given to [`View::read`].
+pub fn checked(buf: &[u8]) -> Option<Checked> {
+    let word = |at: usize| -> Option<u32> {
+        let b = buf.get(at..at.checked_add(4)?)?;
+        Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let w0 = word(0)?;
+    let klen = (w0 & KLEN_MASK) as usize;
+    if klen == 0 {
+        return None;
+    }
+    let mut p = HEADER;
+    let has_exp = w0 & HAS_EXP != 0;
+    if has_exp {
+        p += 4;
+    }
+    let vlen = if w0 & LONG != 0 {
+        let v = word(p)? as usize;
+        p += 4;
+        // New::write sets LONG exactly for values this long, with no short length.
+        if v < SHORT_VLEN_LIMIT || w0 >> VLEN_SHIFT != 0 {
+            return None;
+        }
+        v
+    } else {
+        (w0 >> VLEN_SHIFT) as usize
+    };
+    let flags = if w0 & HAS_FLAGS != 0 {
+        // Written only for non-zero flags.
+        let f = word(p)?;
+        if f == 0 {
+            return None;
+        }
+        f
+    } else {
+        0
+    };
+    let n = size(klen, vlen, flags, w0 & HAS_CAS != 0, has_exp);
+    (n <= buf.len()).then_some(Checked { size: n, vlen })
+}
+
 /// The fields of a new item.
 pub struct New<'a> {
     pub key: &'a [u8],
@@ -331,6 +383,41 @@ mod tests {
         assert_eq!(v.exptime(), 5);
         assert!(v.set_exptime(0));
         assert_eq!(v.exptime(), 0);
+    }
+
+    #[test]
+    fn checked_agrees_with_view_and_refuses_short_buffers() {
+        let mut buf = vec![0u32; (SHORT_VLEN_LIMIT + 64) / 4];
+        let p = buf.as_mut_ptr() as *mut u8;
+        let big = vec![3u8; SHORT_VLEN_LIMIT];
+        for (key, val, flags, cas, exp) in [
+            (&b"k"[..], &b"v"[..], 0, None, 0),
+            (&b"key"[..], &b"value"[..], 7, Some(5), 9),
+            (&b"big"[..], &big[..], 0, None, 1),
+        ] {
+            let n = New {
+                key,
+                value: [val, b""],
+                flags,
+                exptime: exp,
+                state: 0,
+                cas,
+            };
+            // SAFETY: `buf` is 4-aligned, larger than the item and ours alone.
+            let size = unsafe {
+                n.write(p);
+                View::read(p).size
+            };
+            // SAFETY: `buf` holds this many initialized bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(p, size) };
+            let c = checked(bytes).expect("a written item passes");
+            assert_eq!((c.size, c.vlen), (size, val.len()));
+            assert!(checked(&bytes[..size - 1]).is_none());
+        }
+        assert!(checked(&[0u8; 64]).is_none(), "no key");
+        let mut w = [0u8; 16];
+        w[..4].copy_from_slice(&(1u32 | HAS_FLAGS).to_ne_bytes());
+        assert!(checked(&w).is_none(), "flags bit with zero flags");
     }
 
     #[test]

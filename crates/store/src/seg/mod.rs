@@ -35,6 +35,7 @@
 //! ```text
 //!   file          holds                                                  lock held
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
+//!   persist.rs    warm restart (-e): open_memory_file, restore, save     none (all threads stopped)
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
 //!   upkeep.rs     maintain (expiry, delayed-flush sweep), flush_all      none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
@@ -45,6 +46,8 @@
 //!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active    arena
 //!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
 //!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
+//!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
+//!   meta.rs       the restart metadata file: encode, strict decode       none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!   item.rs       the item layout: New (write), View (read)              none
 //!   epoch.rs      epoch-based reclamation: pin, advance, is_quiescent    none
@@ -57,7 +60,10 @@ mod fifo;
 mod index;
 mod item;
 mod link;
+mod mapfile;
+mod meta;
 mod ops;
+mod persist;
 mod segments;
 mod upkeep;
 mod walk;
@@ -79,6 +85,7 @@ use index::Index;
 use segments::{Descs, Flush, Life};
 use write::{Region, REGIONS, TTL_BUCKETS};
 
+pub use persist::{meta_path, open_memory_file, Saved, Started};
 pub use segments::segment_bytes;
 
 /// Cumulative counters, relaxed atomics (each is a plain statistic).
@@ -135,6 +142,11 @@ pub struct Seg {
 
 impl Seg {
     pub fn new(cfg: Config, clock: Arc<Clock>) -> Seg {
+        Seg::with_memory(cfg, clock, None)
+    }
+
+    /// An empty engine whose segment memory comes from `file` when given (`-e`).
+    fn with_memory(cfg: Config, clock: Arc<Clock>, file: Option<Arc<mapfile::MemFile>>) -> Seg {
         let seg_size = segment_bytes(cfg.limit_bytes);
         Seg {
             clock,
@@ -146,7 +158,7 @@ impl Seg {
             large_min: seg_size / 4,
             hasher: foldhash::fast::FixedState::with_seed(0x6d65_6d63_7261_6221),
             index: Index::new(),
-            descs: Descs::new(),
+            descs: Descs::new(file),
             arena: Mutex::new(Arena::new(seg_size)),
             regions: (0..REGIONS)
                 .map(|_| Mutex::new([None; TTL_BUCKETS]))
@@ -332,5 +344,7 @@ impl Engine for Seg {
     }
 }
 
+#[cfg(test)]
+mod persist_tests;
 #[cfg(test)]
 mod tests;

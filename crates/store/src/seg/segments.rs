@@ -1,5 +1,6 @@
 //! Segments: the descriptor table ([`Descs`], chunks allocated on first use), segment
-//! memory ([`alloc_segment`], [`free_segment`]), and what an item in a segment looks
+//! memory ([`Descs::alloc_memory`], [`Descs::free_memory`]: the heap, or the memory
+//! file of `-e`), and what an item in a segment looks
 //! like from outside: its descriptor, its [`View`], its CAS unique
 //! ([`Desc::cas_of`]) and whether it is live ([`Flush::life`]).
 //!
@@ -8,13 +9,14 @@
 //! holder, a partition lock's, or the owner of an open segment). What a view may be
 //! trusted for depends on the caller: see [`Descs::view`].
 //!
-//! Imports: the index's [`Loc`] and the item layout only.
+//! Imports: the index's [`Loc`], the item layout and the memory file only.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::index::{Loc, MAX_SEGMENTS};
 use super::item::{View, ATIME_MASK};
+use super::mapfile::MemFile;
 use crate::clock::RelTime;
 use crate::Fetch;
 
@@ -101,15 +103,50 @@ impl Desc {
 pub struct Descs {
     /// Chunks of [`DESC_CHUNK`] descriptors; the OnceLock publishes each once.
     chunks: Box<[OnceLock<Box<[Desc]>>]>,
+    /// `-e`: segment memory comes from this file first (heap when it is full).
+    file: Option<Arc<MemFile>>,
 }
 
 impl Descs {
-    pub fn new() -> Descs {
+    pub fn new(file: Option<Arc<MemFile>>) -> Descs {
         Descs {
             chunks: (0..(MAX_SEGMENTS as usize / DESC_CHUNK))
                 .map(|_| OnceLock::new())
                 .collect(),
+            file,
         }
+    }
+
+    /// The memory file, with `-e`.
+    pub fn file(&self) -> Option<&MemFile> {
+        self.file.as_deref()
+    }
+
+    /// Memory for a segment of `cap` bytes: from the memory file when there is one
+    /// and it has room, else zeroed heap memory; null when there is none. Called by
+    /// the arena lock's holder.
+    pub fn alloc_memory(&self, cap: u32) -> *mut u8 {
+        if let Some(f) = &self.file {
+            let p = f.alloc(cap);
+            if !p.is_null() {
+                return p;
+            }
+        }
+        alloc_segment(cap)
+    }
+
+    /// Gives back memory from [`Descs::alloc_memory`].
+    ///
+    /// # Safety
+    /// `p` came from `alloc_memory(cap)` (or the memory file's `claim`) and nothing
+    /// can reach it any more.
+    pub unsafe fn free_memory(&self, p: *mut u8, cap: u32) {
+        if self.file.as_ref().is_some_and(|f| f.free(p, cap)) {
+            return;
+        }
+        // SAFETY: not the file's, so from `alloc_segment(cap)`; unreachable per the
+        // contract.
+        unsafe { free_segment(p, cap) }
     }
 
     /// The descriptor of segment `id`.
@@ -136,11 +173,14 @@ impl Descs {
 
 impl Drop for Descs {
     fn drop(&mut self) {
+        let file = self.file.take();
         for chunk in self.chunks.iter_mut() {
             if let Some(chunk) = chunk.get_mut() {
                 for d in chunk.iter_mut() {
                     let p = *d.ptr.get_mut();
-                    if !p.is_null() {
+                    // The memory file's segments go with its mapping.
+                    let in_file = file.as_ref().is_some_and(|f| f.offset_of(p).is_some());
+                    if !p.is_null() && !in_file {
                         // SAFETY: `p` was allocated by `alloc_segment` with this
                         // capacity, and with `&mut self` nothing can reach it.
                         unsafe { free_segment(p, *d.cap.get_mut()) };
@@ -158,7 +198,7 @@ fn segment_layout(cap: u32) -> std::alloc::Layout {
 }
 
 /// Zeroed memory for a segment of `cap` bytes; null when the allocator has none.
-pub fn alloc_segment(cap: u32) -> *mut u8 {
+fn alloc_segment(cap: u32) -> *mut u8 {
     // SAFETY: the layout has a non-zero size. Zeroed memory comes from calloc/mmap,
     // so untouched pages of a new segment cost no resident memory.
     unsafe { std::alloc::alloc_zeroed(segment_layout(cap)) }
@@ -166,7 +206,7 @@ pub fn alloc_segment(cap: u32) -> *mut u8 {
 
 /// # Safety
 /// `p` came from `alloc_segment(cap)` and nothing can reach it any more.
-pub unsafe fn free_segment(p: *mut u8, cap: u32) {
+unsafe fn free_segment(p: *mut u8, cap: u32) {
     // SAFETY: per the contract, same layout as the allocation, and unreachable.
     unsafe { std::alloc::dealloc(p, segment_layout(cap)) }
 }
