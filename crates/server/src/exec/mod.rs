@@ -66,13 +66,13 @@ pub enum Flow {
     /// Consume the request line, then discard this many more bytes (a data block that
     /// was refused before it arrived).
     Swallow(usize),
-    /// Send what is pending, then close (`quit`).
+    /// Send what is pending, then close (`quit`, `shutdown`).
     Quit,
     /// Nothing after this request can be served (a line too long to wait for, a
     /// binary packet that can never be valid): send what is pending, this request's
     /// error reply included, then close. The rest of the input is dropped.
     Hangup,
-    /// Close now, without sending anything more (`shutdown`, a bad binary magic).
+    /// Close now, without sending anything more (a bad binary magic).
     Close,
     /// A multi-get or a key dump paused (the output buffer is full, or a dump did its
     /// share of the walk for this turn); run the same request again later. The

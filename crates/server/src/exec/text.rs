@@ -245,12 +245,14 @@ pub fn execute(
             }
             // Both stop accepting and flush what is in flight; a graceful one also
             // saves the cache for a warm restart (-e), as memcached's GRACE_STOP.
+            // The replies to requests before it are sent, then the connection
+            // closes (memcached answers them too).
             if mode == ShutdownMode::Graceful {
                 cx.server.begin_graceful_shutdown();
             } else {
                 cx.server.begin_shutdown();
             }
-            Flow::Close
+            Flow::Quit
         }
         Request::RefreshCerts { noreply } => {
             // memcached's process_refresh_certs_command: noreply silences OK only;
