@@ -160,6 +160,16 @@ impl Seg {
         }
     }
 
+    /// What segments may hold: `-m` less what the index holds (its tables, current
+    /// and retired but not yet freed), so that more items per megabyte means fewer
+    /// segments rather than more memory (issue 14; `docs/storage.md`, "The memory
+    /// bound"). Never less than a quarter of `-m`, so that a cache whose index grew
+    /// for a larger limit (`cache_memlimit` lowered it) still stores.
+    fn segment_limit(&self) -> u64 {
+        let limit = self.limit.load(Ordering::Relaxed);
+        limit.saturating_sub(self.index.bytes()).max(limit / 4)
+    }
+
     /// The segment size this engine uses.
     pub fn segment_size(&self) -> u32 {
         self.seg_size
