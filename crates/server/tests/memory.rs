@@ -198,7 +198,8 @@ fn bound_case(kind: &Kind) {
         let peak = s.hwm_kib();
         let what = format!(
             "{} at -m {m}{}: {n} sets, peak RSS (VmHWM) {:.1} MiB, bound {} MiB; \
-             curr_items {}, bytes {}, hash_bytes {}, evictions {}, outofmemory {oom}",
+             curr_items {}, bytes {}, hash_bytes {}, limit_used_bytes {}, evictions {}, \
+             outofmemory {oom}",
             kind.name,
             if evict { "" } else { " -M" },
             peak as f64 / 1024.0,
@@ -206,11 +207,17 @@ fn bound_case(kind: &Kind) {
             num("curr_items"),
             num("bytes"),
             num("hash_bytes"),
+            num("limit_used_bytes"),
             num("evictions"),
         );
         eprintln!("{what}");
         if peak >= bound_kib(m) {
             failures.push(format!("over the bound: {what}"));
+        }
+        // Segments and index within -m, but for the index growth since the last
+        // segment was taken (a few percent).
+        if num("limit_used_bytes") > (m << 20) * 9 / 8 {
+            failures.push(format!("charged over -m: {what}"));
         }
         if num("curr_items") == 0 {
             failures.push(format!("nothing stored: {what}"));

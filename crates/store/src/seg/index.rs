@@ -96,15 +96,29 @@ pub struct Bucket {
 const MAX_BUCKETS: usize = (1 << 16) - 1;
 const PTR_MASK: u64 = (1 << 48) - 1;
 
-/// Tables of at least this many buckets (one 4 KiB page) are mapped straight from
-/// the kernel with `mmap` and given back with `munmap` once retired, so what index
+/// Tables of at least this many buckets (16 KiB) are mapped straight from the
+/// kernel with `mmap` and given back with `munmap` once retired, so what index
 /// growth retires leaves the process (malloc kept retired tables: issue 14). Their
-/// bucket count is rounded up to whole pages, so the mapping has no slack. Smaller
-/// tables (under 4 KiB, 4096 of them at most 16 MiB together) come from malloc,
-/// where every partition's growth steps through the same sizes, so a freed small
-/// table is the next partition's new one.
-const MAP_MIN_BUCKETS: usize = PAGE / std::mem::size_of::<Bucket>();
+/// bucket count is rounded up to whole pages (at most a quarter more than asked
+/// for, and used: the mapping has no slack). Smaller tables (4096 of them hold at
+/// most 64 MiB, about 3.5M items) come from malloc; every partition's growth steps
+/// through the same sizes, so a freed small table is often the next partition's new
+/// one, and `malloc_trim` returns the rest (see [`Index::free`]).
+const MAP_MIN_BUCKETS: usize = 4 * PAGE / std::mem::size_of::<Bucket>();
 const PAGE: usize = 4096;
+/// Small tables freed between two `malloc_trim`s.
+const TRIM_BYTES: u64 = 4 << 20;
+
+/// Gives malloc's free pages back to the kernel (glibc's `malloc_trim` releases
+/// whole free pages anywhere in its heaps, not only at the top).
+fn trim_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory malloc holds free; any thread may
+    // call it at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
 
 /// Bytes a table of `n` buckets holds: whole pages when mapped.
 fn table_bytes(n: usize) -> usize {
@@ -214,24 +228,6 @@ fn initial_table() -> u64 {
     })
 }
 
-/// A table the index no longer links, freed on drop, when it also leaves the
-/// index's byte count.
-struct Retired<'a> {
-    table: u64,
-    bytes: &'a AtomicU64,
-}
-
-impl Drop for Retired<'_> {
-    fn drop(&mut self) {
-        let n = (self.table >> 48) as usize;
-        // SAFETY: a Retired is dropped only when no reader or writer can hold its
-        // table any more.
-        unsafe { free_table(self.table) };
-        self.bytes
-            .fetch_sub(table_bytes(n) as u64, Ordering::Relaxed);
-    }
-}
-
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
     buckets: &'a [Bucket],
@@ -317,6 +313,9 @@ pub struct Index {
     /// the index holds, charged against `-m` by the engine. Relaxed: a sum, changed
     /// under a partition lock or the retired list's, read as an estimate.
     bytes: AtomicU64,
+    /// Bytes of small (malloc) tables freed since malloc was last trimmed. Relaxed:
+    /// a threshold counter; two threads trimming at once is harmless.
+    small_freed: AtomicU64,
     /// Table rebuilds in progress (memcached's hash_is_expanding).
     expanding: AtomicU64,
 }
@@ -338,6 +337,7 @@ impl Index {
                 .collect(),
             retired: Mutex::new(Vec::new()),
             bytes: AtomicU64::new((PARTITIONS * table_bytes(INITIAL_BUCKETS)) as u64),
+            small_freed: AtomicU64::new(0),
             expanding: AtomicU64::new(0),
         }
     }
@@ -469,6 +469,25 @@ impl Index {
         self.expanding.load(Ordering::Relaxed) != 0
     }
 
+    /// Frees a table and takes it out of the byte count. Small tables go back to
+    /// malloc, which keeps freed memory; once [`TRIM_BYTES`] of them were freed,
+    /// `malloc_trim` gives the free pages back to the kernel.
+    ///
+    /// # Safety
+    /// `table` came from [`new_table`], and no reader or writer can reach it.
+    unsafe fn free(&self, table: u64) {
+        let n = (table >> 48) as usize;
+        // SAFETY: per the contract.
+        unsafe { free_table(table) };
+        let b = table_bytes(n) as u64;
+        self.bytes.fetch_sub(b, Ordering::Relaxed);
+        if n < MAP_MIN_BUCKETS && self.small_freed.fetch_add(b, Ordering::Relaxed) + b >= TRIM_BYTES
+        {
+            self.small_freed.store(0, Ordering::Relaxed);
+            trim_malloc();
+        }
+    }
+
     /// Bytes of all tables, current and retired but not yet freed.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
@@ -486,10 +505,8 @@ impl Index {
             if !epoch::is_quiescent(e) {
                 return true;
             }
-            drop(Retired {
-                table,
-                bytes: &self.bytes,
-            });
+            // SAFETY: retired, and no reader can be in it any more.
+            unsafe { self.free(table) };
             false
         });
     }
@@ -619,11 +636,8 @@ impl Locked<'_> {
                 // (old items fit before): make room for it as above.
                 break (packed, Some(displace(&t)));
             }
-            // Unpublished: no reader can be in it.
-            drop(Retired {
-                table: packed,
-                bytes: &self.index.bytes,
-            });
+            // SAFETY: unpublished: no reader can be in it.
+            unsafe { self.index.free(packed) };
             n = table_len((n + n / 4).min(MAX_BUCKETS));
         };
         let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
@@ -646,11 +660,8 @@ impl Drop for Index {
         let tables = self.tables.iter().map(|t| t.load(Ordering::Relaxed));
         let retired = self.retired.get_mut().drain(..).map(|(_, t)| t);
         for table in tables.chain(retired).collect::<Vec<_>>() {
-            // With `&mut self` no reader or writer can hold a table.
-            drop(Retired {
-                table,
-                bytes: &self.bytes,
-            });
+            // SAFETY: with `&mut self` no reader or writer can hold a table.
+            unsafe { self.free(table) };
         }
     }
 }
