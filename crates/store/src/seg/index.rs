@@ -716,4 +716,37 @@ mod tests {
             assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
         }
     }
+
+    /// The byte count covers exactly the tables held: once readers are gone, the
+    /// retired ones are freed and leave it, and large tables fill whole pages.
+    #[test]
+    fn bytes_count_the_tables_held() {
+        let idx = Index::new();
+        let start = idx.bytes();
+        assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
+        // Enough items in one partition for mapped tables (hashes with the same
+        // partition bits).
+        let n = 5_000u64;
+        let mut hashes = HashMap::new();
+        for i in 1..=n {
+            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
+            let loc = Loc {
+                seg: (i % 1000 + 1) as u32,
+                off: ((i / 1000) * 4) as u32,
+            };
+            hashes.insert(loc, hi);
+            let mut l = idx.lock(hi);
+            l.insert(hi, loc, |x| hashes[&x]);
+        }
+        // Other tests' readers (same process) may be pinned: wait them out.
+        epoch::wait_quiescent(epoch::advance());
+        idx.collect();
+        let word = idx.table_word(0);
+        let len = (word >> 48) as usize;
+        assert!(len >= MAP_MIN_BUCKETS, "{len} buckets");
+        assert_eq!(len, table_len(len), "a mapped table fills its pages");
+        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(len)) as u64;
+        assert_eq!(idx.bytes(), expected);
+        assert_eq!(idx.size().1, expected);
+    }
 }
