@@ -7,7 +7,8 @@
 //!
 //!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
 //!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
-//!                                                 (n grows by 1/4 when full)
+//!                                                 (n grows by 1/4 when full,
+//!                                                  halves-ish when under 1/4 full)
 //!                                       Bucket = [AtomicU64; 8]  (one cache line)
 //! ```
 //!
@@ -18,6 +19,9 @@
 //! it pauses only that partition's writers, for a time bounded by the partition's
 //! item count (1/4096 of the cache). Readers never wait: they go on reading the old
 //! table, which is freed through [`super::epoch`] once no reader can hold it.
+//! `maintain` rebuilds a table under a quarter full smaller the same way
+//! ([`Locked::shrink`]), so the index, charged against `-m`, does not keep memory
+//! sized for items long gone.
 //!
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
@@ -427,7 +431,11 @@ impl Index {
     }
 
     pub fn lock(&self, h: u64) -> Locked<'_> {
-        let part = Self::part(h);
+        self.lock_part(Self::part(h))
+    }
+
+    /// Partition `part`'s lock (`part < PARTITIONS`).
+    pub fn lock_part(&self, part: usize) -> Locked<'_> {
         Locked {
             index: self,
             part,
@@ -646,6 +654,47 @@ impl Locked<'_> {
         victim
     }
 
+    /// Rebuilds the table smaller when under a quarter of its slots hold items
+    /// (none of the partition's items were lost: tables only grow on insert, so a
+    /// table sized for a burst of tiny items would stay charged against `-m` after
+    /// the workload moved to larger ones). The new table is about half full, so it
+    /// does not grow back soon. `rehash` as for [`Locked::insert`]. Returns whether
+    /// it shrank.
+    pub fn shrink(&mut self, rehash: impl Fn(Loc) -> u64) -> bool {
+        let old = self.table();
+        let items = self.counts.items as usize;
+        if old.len() <= INITIAL_BUCKETS || items * 4 >= old.slot_count() {
+            return false;
+        }
+        let mut n = table_len((items * 2).div_ceil(SLOTS_PER_BUCKET).max(INITIAL_BUCKETS));
+        while n < old.len() {
+            let Some(packed) = new_table(n) else {
+                return false;
+            };
+            self.index
+                .bytes
+                .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
+            // SAFETY: just made, and not yet shared with anyone.
+            let t = unsafe { unpack(packed) };
+            let fit = old
+                .buckets
+                .iter()
+                .flat_map(|b| b.slots.iter())
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&v| v != 0)
+                .all(|v| t.place(rehash(decode(v)), v));
+            if fit {
+                let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
+                self.retire(old);
+                return true;
+            }
+            // SAFETY: unpublished: no reader can be in it.
+            unsafe { self.index.free(packed) };
+            n = table_len(n + (n / 4).max(1));
+        }
+        false
+    }
+
     /// Hands a replaced table to the epoch limbo: freed once no reader can be in it.
     fn retire(&self, packed: u64) {
         let e = epoch::advance();
@@ -715,6 +764,53 @@ mod tests {
         for (loc, hi) in &hashes {
             assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
         }
+    }
+
+    /// A table left mostly empty shrinks, keeping every item findable.
+    #[test]
+    fn mostly_empty_tables_shrink() {
+        let idx = Index::new();
+        let n = 5_000u64;
+        let mut hashes = HashMap::new();
+        for i in 1..=n {
+            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
+            let loc = Loc {
+                seg: (i % 1000 + 1) as u32,
+                off: ((i / 1000) * 4) as u32,
+            };
+            hashes.insert(loc, hi);
+            let mut l = idx.lock(hi);
+            l.insert(hi, loc, |x| hashes[&x]);
+            l.counts.items += 1;
+        }
+        let big = (idx.table_word(0) >> 48) as usize;
+        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]), "full: no shrink");
+        // Remove all but every tenth item.
+        let mut kept = Vec::new();
+        for (k, (loc, hi)) in hashes.iter().enumerate() {
+            if k % 10 == 0 {
+                kept.push((*loc, *hi));
+                continue;
+            }
+            let mut l = idx.lock(*hi);
+            let pos = l.find_loc(*hi, *loc).expect("linked");
+            l.remove(pos);
+            l.counts.items -= 1;
+        }
+        assert!(idx.lock_part(0).shrink(|x| hashes[&x]));
+        let small = (idx.table_word(0) >> 48) as usize;
+        assert!(small * 4 < big, "{big} -> {small} buckets");
+        let g = epoch::pin();
+        for (loc, hi) in &kept {
+            assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
+        }
+        drop(g);
+        // About half full now: no second shrink.
+        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]));
+        epoch::wait_quiescent(epoch::advance());
+        idx.collect();
+        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(small)) as u64;
+        assert_eq!(idx.bytes(), expected);
     }
 
     /// The byte count covers exactly the tables held: once readers are gone, the
