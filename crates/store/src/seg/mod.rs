@@ -36,7 +36,7 @@
 //!   file          holds                                                  lock held
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
-//!   upkeep.rs     maintain (expiry, delayed-flush sweep), flush_all      none
+//!   upkeep.rs     maintain (expiry, flush sweep, index shrink), flush_all none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
 //!   write.rs      regions, write_item, take_segment, make_room           none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena

@@ -1,5 +1,6 @@
 //! Upkeep: flush_all ([`Seg::flush_all_impl`]) and what `maintain` does once a second
-//! ([`Seg::maintain_impl`]): collecting retired index tables, freeing sealed
+//! ([`Seg::maintain_impl`]): shrinking index tables left mostly empty
+//! (`Seg::shrink_index`), collecting retired index tables, freeing sealed
 //! segments that expired or were flushed whole ([`Seg::expire_segments`]), and
 //! sweeping the items of a delayed flush_all once it is due
 //! ([`Seg::sweep_delayed_flush`], [`Seg::sweep_segment`]).
