@@ -357,3 +357,41 @@ fn bound_mixed_size_churn() {
         churn: true,
     });
 }
+
+/// The index gives memory back: after a million tiny items are flushed, `maintain`
+/// shrinks the index tables, whose bytes were charged against `-m`, to near their
+/// first size within a few seconds, and the cache takes tiny items again.
+#[test]
+fn index_shrinks_after_flush() {
+    let s = Server::tcp(&["-m", "64"]);
+    let mut c = s.connect();
+    let mut batch = Vec::with_capacity(1 << 20);
+    let n = 1_000_000;
+    let mut i = 0;
+    while i < n {
+        batch.clear();
+        while batch.len() < 512 * 1024 && i < n {
+            batch.extend_from_slice(
+                format!("set {} 0 0 1 noreply\r\nv\r\n", key_of(i, 10)).as_bytes(),
+            );
+            i += 1;
+        }
+        c.send(&batch);
+    }
+    c.sync();
+    let grown = c.stat("hash_bytes");
+    assert!(grown > 8 << 20, "hash_bytes {grown} after {n} items");
+    c.call(b"flush_all\r\n", b"OK\r\n");
+    let mut last = grown;
+    common::wait_until(
+        "the index to shrink",
+        std::time::Duration::from_secs(10),
+        || {
+            last = c.stat("hash_bytes");
+            last < 2 << 20
+        },
+    );
+    eprintln!("index: {grown} bytes with {n} items, {last} after flush_all");
+    assert_eq!(c.stat("curr_items"), 0);
+    c.call(b"set after 0 0 1\r\nv\r\n", b"STORED\r\n");
+}
