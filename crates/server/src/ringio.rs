@@ -79,8 +79,14 @@ impl RingIo {
 
     /// Bytes a receive completion delivered.
     pub fn deliver(&mut self, bytes: &[u8]) {
-        if self.inpos == self.inbox.len() {
-            self.inbox.clear();
+        // Drop the bytes already read once they are at least as many as those
+        // still unread (all of them when everything was read): the inbox then
+        // holds at most twice what is unread plus one delivery, and each byte is
+        // moved at most once on average. Without this, a connection that always
+        // left part of a request unread never emptied its inbox, and it grew with
+        // everything the client ever sent (42 MiB peak at -m 8 in the memory test).
+        if self.inpos > 0 && self.inpos >= self.inbox.len() - self.inpos {
+            self.inbox.drain(..self.inpos);
             self.inpos = 0;
         }
         self.inbox.extend_from_slice(bytes);

@@ -203,6 +203,14 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
     stat(out, "hash_is_expanding", u8::from(es.hash_is_expanding));
+    // memcrab's own: what is charged against limit_maxbytes. The segment engine
+    // charges its segments (total_malloced in `stats slabs`) and its index
+    // (hash_bytes); the reference engine charges each item's bytes.
+    let used = match es.segments.segment_bytes {
+        0 => es.bytes,
+        _ => es.segments.memory_bytes + es.hash_bytes,
+    };
+    stat(out, "limit_used_bytes", used);
     stat(
         out,
         "lru_crawler_starts",

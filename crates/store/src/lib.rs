@@ -30,7 +30,7 @@
 //!     persist.rs    warm restart (-e): open_memory_file, restore, save   none (threads stopped)
 //!     walk.rs       walk: the key dump's lock-free index walk            none (pins itself)
 //!     ops.rs        get_exclusive, touch_copy, store/delete/delta        none (take their own)
-//!     upkeep.rs     maintain: expiry, delayed-flush sweeps; flush_all    none (take their own)
+//!     upkeep.rs     maintain: expiry, flush sweeps, index shrink; flush_all  none (take their own)
 //!     write.rs      regions, write_item, take_segment, make_room         none / arena
 //!     evict.rs      evict_one, compact_mostly_dead, empty_segment        arena
 //!     link.rs       find_locked, link, unlink, link_if_current           partition

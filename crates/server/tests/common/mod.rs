@@ -303,6 +303,17 @@ impl Server {
             .expect("VmRSS in /proc/<pid>/status")
     }
 
+    /// Peak resident memory since the process started (VmHWM), in KiB.
+    pub fn hwm_kib(&self) -> u64 {
+        let status =
+            fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/<pid>/status")
+    }
+
     /// What the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
         fs::read_to_string(self.dir.0.join("stderr")).unwrap_or_default()

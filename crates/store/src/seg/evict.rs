@@ -53,7 +53,7 @@ impl Seg {
         // Room for the moved items (each may grow by its CAS and exptime fields, so
         // ask for twice their bytes): the reinsertion segment's rest, or a whole spare.
         if arena.reinsert_room() < 2 * quarter && arena.spare.is_none() && arena.free.is_empty() {
-            if arena.used + u64::from(self.seg_size) > self.limit.load(Ordering::Relaxed) {
+            if arena.used + u64::from(self.seg_size) > self.segment_limit() {
                 return false;
             }
             match arena.alloc(&self.descs, self.seg_size) {
@@ -91,7 +91,11 @@ impl Seg {
                 let d = self.descs.get(id);
                 let live = d.live.load(Ordering::Relaxed);
                 // Compacting must free something: some dead bytes, and room for the rest.
-                live <= room && live < u64::from(d.end.load(Ordering::Relaxed)).max(1)
+                // A moved item may grow by its CAS (8 bytes, at least 12 before), so
+                // the rest needs up to twice its bytes: with less, the last items would
+                // not fit and be dropped, which -M must never do (issue 14's churn test
+                // saw evictions under -M).
+                2 * live <= room && live < u64::from(d.end.load(Ordering::Relaxed)).max(1)
             })
         };
         let Some(id) = pick else {
@@ -179,7 +183,9 @@ impl Seg {
             cas: Some(d.cas_of(loc, v, self.use_cas)).filter(|_| self.use_cas),
         };
         let size = new.size() as u32;
-        if size > self.large_min {
+        // A large item keeps its own segment; one that only grew past the large size
+        // by its CAS field still fits a shared segment.
+        if v.size as u32 > self.large_min || size > self.seg_size {
             return None;
         }
         let mut a = match arena.reinsert {

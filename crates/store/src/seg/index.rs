@@ -7,7 +7,8 @@
 //!
 //!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
 //!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
-//!                                                 (n grows by 1/4 when full)
+//!                                                 (n grows by 1/4 when full,
+//!                                                  halves-ish when under 1/4 full)
 //!                                       Bucket = [AtomicU64; 8]  (one cache line)
 //! ```
 //!
@@ -18,6 +19,9 @@
 //! it pauses only that partition's writers, for a time bounded by the partition's
 //! item count (1/4096 of the cache). Readers never wait: they go on reading the old
 //! table, which is freed through [`super::epoch`] once no reader can hold it.
+//! `maintain` rebuilds a table under a quarter full smaller the same way
+//! ([`Locked::shrink`]), so the index, charged against `-m`, does not keep memory
+//! sized for items long gone.
 //!
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
@@ -96,13 +100,93 @@ pub struct Bucket {
 const MAX_BUCKETS: usize = (1 << 16) - 1;
 const PTR_MASK: u64 = (1 << 48) - 1;
 
+/// Tables of at least this many buckets (16 KiB) are mapped straight from the
+/// kernel with `mmap` and given back with `munmap` once retired, so what index
+/// growth retires leaves the process (malloc kept retired tables: issue 14). Their
+/// bucket count is rounded up to whole pages (at most a quarter more than asked
+/// for, and used: the mapping has no slack). Smaller tables (4096 of them hold at
+/// most 64 MiB, about 3.5M items) come from malloc; every partition's growth steps
+/// through the same sizes, so a freed small table is often the next partition's new
+/// one, and `malloc_trim` returns the rest (see [`Index::free`]).
+const MAP_MIN_BUCKETS: usize = 4 * PAGE / std::mem::size_of::<Bucket>();
+const PAGE: usize = 4096;
+/// Small tables freed between two `malloc_trim`s.
+const TRIM_BYTES: u64 = 4 << 20;
+
+/// Gives malloc's free pages back to the kernel (glibc's `malloc_trim` releases
+/// whole free pages anywhere in its heaps, not only at the top).
+fn trim_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory malloc holds free; any thread may
+    // call it at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Bytes a table of `n` buckets holds: whole pages when mapped.
+fn table_bytes(n: usize) -> usize {
+    let b = n * std::mem::size_of::<Bucket>();
+    if n >= MAP_MIN_BUCKETS {
+        b.div_ceil(PAGE) * PAGE
+    } else {
+        b
+    }
+}
+
+/// The bucket count a table asked to have at least `n` buckets gets: a mapped one
+/// fills its last page.
+fn table_len(n: usize) -> usize {
+    if n >= MAP_MIN_BUCKETS {
+        (table_bytes(n) / std::mem::size_of::<Bucket>()).min(MAX_BUCKETS)
+    } else {
+        n
+    }
+}
+
+fn small_layout(n: usize) -> std::alloc::Layout {
+    // n ≥ 1 buckets of 64 bytes, aligned as a Bucket: never an invalid layout.
+    std::alloc::Layout::array::<Bucket>(n.max(1)).unwrap_or(std::alloc::Layout::new::<Bucket>())
+}
+
+/// A zeroed table of `n` buckets (an all-zero Bucket is empty), packed (see
+/// [`pack`]); None when the kernel or the allocator has no memory.
+fn new_table(n: usize) -> Option<u64> {
+    debug_assert!(n == table_len(n) && n <= MAX_BUCKETS);
+    let p = if n >= MAP_MIN_BUCKETS {
+        // SAFETY: an anonymous private mapping of a non-zero length at an address the
+        // kernel chooses touches no existing memory; its pages read as zeros.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                table_bytes(n),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        p as *mut Bucket
+    } else {
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(small_layout(n)) } as *mut Bucket;
+        if p.is_null() {
+            return None;
+        }
+        p
+    };
+    Some(pack(p, n))
+}
+
 /// A table as readers load it, in one word: the bucket array's address in the low 48
 /// bits (user-space addresses fit in 47) and the bucket count in the high 16. One
 /// atomic load in a dense 32 KiB array, instead of a pointer to a table header that
 /// is one more cache miss on every lookup.
-fn pack(buckets: Box<[Bucket]>) -> u64 {
-    let n = buckets.len() as u64;
-    let p = Box::into_raw(buckets) as *mut Bucket as u64;
+fn pack(p: *mut Bucket, n: usize) -> u64 {
+    let (p, n) = (p as u64, n as u64);
     if p > PTR_MASK || n > MAX_BUCKETS as u64 {
         // Not input-dependent: an address space this engine does not support.
         eprintln!("memcrab: index table at {p:#x} does not fit in 48 bits");
@@ -114,29 +198,38 @@ fn pack(buckets: Box<[Bucket]>) -> u64 {
 /// The buckets of a packed table.
 ///
 /// # Safety
-/// `v` came from [`pack`] and the table has not been freed.
+/// `v` came from [`new_table`] and the table has not been freed.
 unsafe fn unpack<'a>(v: u64) -> Table<'a> {
     let (p, n) = ((v & PTR_MASK) as *const Bucket, (v >> 48) as usize);
-    // SAFETY: per the contract, `pack` made this from a live Box<[Bucket]> of this
-    // length.
+    // SAFETY: per the contract, `new_table` made this from `n` zeroed buckets that
+    // are still allocated.
     let buckets = unsafe { std::slice::from_raw_parts(p, n) };
     Table { buckets }
 }
 
-/// A table the index no longer links, freed on drop.
-struct Retired(u64);
-
-impl Drop for Retired {
-    fn drop(&mut self) {
-        let (p, n) = ((self.0 & PTR_MASK) as *mut Bucket, (self.0 >> 48) as usize);
-        // SAFETY: `pack` leaked exactly this Box<[Bucket]>, and a Retired is dropped
-        // only when no reader or writer can hold it any more.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
+/// Frees a packed table.
+///
+/// # Safety
+/// `v` came from [`new_table`], and no reader or writer can reach the table any more.
+unsafe fn free_table(v: u64) {
+    let (p, n) = ((v & PTR_MASK) as *mut Bucket, (v >> 48) as usize);
+    if n >= MAP_MIN_BUCKETS {
+        // SAFETY: per the contract this is the whole mapping `new_table` made for
+        // `n` buckets, and nothing uses it any more.
+        unsafe { libc::munmap(p as *mut libc::c_void, table_bytes(n)) };
+    } else {
+        // SAFETY: per the contract, allocated by `new_table` with this layout.
+        unsafe { std::alloc::dealloc(p as *mut u8, small_layout(n)) };
     }
 }
 
-fn new_buckets(n: usize) -> Box<[Bucket]> {
-    (0..n).map(|_| Bucket::default()).collect()
+/// A partition's first table. Not input-dependent: without 512 KiB at startup
+/// nothing can run.
+fn initial_table() -> u64 {
+    new_table(INITIAL_BUCKETS).unwrap_or_else(|| {
+        eprintln!("memcrab: no memory for the index");
+        std::process::abort()
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -218,8 +311,15 @@ pub struct Index {
     /// the partition's lock; a replaced table is retired to the epoch limbo because
     /// readers may still be in it.
     tables: Box<[AtomicU64]>,
-    /// Replaced tables waiting for readers to leave them: (epoch, table).
-    retired: Mutex<Vec<(u64, Retired)>>,
+    /// Replaced tables waiting for readers to leave them: (epoch, packed table).
+    retired: Mutex<Vec<(u64, u64)>>,
+    /// Bytes of every table allocated and not yet freed (current and retired): what
+    /// the index holds, charged against `-m` by the engine. Relaxed: a sum, changed
+    /// under a partition lock or the retired list's, read as an estimate.
+    bytes: AtomicU64,
+    /// Bytes of small (malloc) tables freed since malloc was last trimmed. Relaxed:
+    /// a threshold counter; two threads trimming at once is harmless.
+    small_freed: AtomicU64,
     /// Table rebuilds in progress (memcached's hash_is_expanding).
     expanding: AtomicU64,
 }
@@ -237,9 +337,11 @@ impl Index {
                 .map(|_| Mutex::new(Counts::default()))
                 .collect(),
             tables: (0..PARTITIONS)
-                .map(|_| AtomicU64::new(pack(new_buckets(INITIAL_BUCKETS))))
+                .map(|_| AtomicU64::new(initial_table()))
                 .collect(),
             retired: Mutex::new(Vec::new()),
+            bytes: AtomicU64::new((PARTITIONS * table_bytes(INITIAL_BUCKETS)) as u64),
+            small_freed: AtomicU64::new(0),
             expanding: AtomicU64::new(0),
         }
     }
@@ -329,7 +431,11 @@ impl Index {
     }
 
     pub fn lock(&self, h: u64) -> Locked<'_> {
-        let part = Self::part(h);
+        self.lock_part(Self::part(h))
+    }
+
+    /// Partition `part`'s lock (`part < PARTITIONS`).
+    pub fn lock_part(&self, part: usize) -> Locked<'_> {
         Locked {
             index: self,
             part,
@@ -355,7 +461,8 @@ impl Index {
         }
     }
 
-    /// (buckets, bytes) of all current tables.
+    /// Buckets of all current tables, and the bytes of all tables (current, and
+    /// retired but not yet freed: [`Index::bytes`]).
     pub fn size(&self) -> (u64, u64) {
         let mut n = 0u64;
         for (l, t) in self.locks.iter().zip(self.tables.iter()) {
@@ -363,18 +470,53 @@ impl Index {
             // SAFETY: under the partition lock the table cannot be replaced or freed.
             n += unsafe { unpack(t.load(Ordering::Acquire)) }.len() as u64;
         }
-        (n, n * std::mem::size_of::<Bucket>() as u64)
+        (n, self.bytes())
     }
 
     pub fn is_expanding(&self) -> bool {
         self.expanding.load(Ordering::Relaxed) != 0
     }
 
+    /// Frees a table and takes it out of the byte count. Small tables go back to
+    /// malloc, which keeps freed memory; once [`TRIM_BYTES`] of them were freed,
+    /// `malloc_trim` gives the free pages back to the kernel.
+    ///
+    /// # Safety
+    /// `table` came from [`new_table`], and no reader or writer can reach it.
+    unsafe fn free(&self, table: u64) {
+        let n = (table >> 48) as usize;
+        // SAFETY: per the contract.
+        unsafe { free_table(table) };
+        let b = table_bytes(n) as u64;
+        self.bytes.fetch_sub(b, Ordering::Relaxed);
+        if n < MAP_MIN_BUCKETS && self.small_freed.fetch_add(b, Ordering::Relaxed) + b >= TRIM_BYTES
+        {
+            self.small_freed.store(0, Ordering::Relaxed);
+            trim_malloc();
+        }
+    }
+
+    /// Bytes of all tables, current and retired but not yet freed.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     /// Frees retired tables no reader can be in.
     pub fn collect(&self) {
-        self.retired
-            .lock()
-            .retain(|(e, _)| !epoch::is_quiescent(*e));
+        let mut retired = self.retired.lock();
+        self.free_quiescent(&mut retired);
+    }
+
+    /// Frees the tables of `retired` (the locked list) that no reader can be in.
+    fn free_quiescent(&self, retired: &mut Vec<(u64, u64)>) {
+        retired.retain(|&(e, table)| {
+            if !epoch::is_quiescent(e) {
+                return true;
+            }
+            // SAFETY: retired, and no reader can be in it any more.
+            unsafe { self.free(table) };
+            false
+        });
     }
 }
 
@@ -459,67 +601,116 @@ impl Locked<'_> {
     /// larger first; `rehash` gives the hash of the item at a location (its key is
     /// read from segment memory, which stays valid: linked items are not freed while
     /// their partition is locked). A table already at its largest (65,535 buckets,
-    /// half a million items in this partition) makes room by dropping a slot of the
-    /// first bucket instead: its location is returned, for the caller to account.
+    /// half a million items in this partition), or one that cannot grow because the
+    /// kernel has no memory, makes room by dropping a slot of the first bucket
+    /// instead: its location is returned, for the caller to account.
     pub fn insert(&mut self, h: u64, loc: Loc, rehash: impl Fn(Loc) -> u64) -> Option<Loc> {
         let value = encode(h, loc);
         let old = self.table();
         if old.place(h, value) {
             return None;
         }
+        let displace = |t: &Table<'_>| {
+            let (b1, _) = buckets_of(h, t.len());
+            decode(t.buckets[b1].slots[0].swap(value, Ordering::AcqRel))
+        };
         if old.len() >= MAX_BUCKETS {
-            let (b1, _) = buckets_of(h, old.len());
-            let victim = old.buckets[b1].slots[0].swap(value, Ordering::AcqRel);
-            return Some(decode(victim));
+            return Some(displace(&old));
         }
         self.index.expanding.fetch_add(1, Ordering::Relaxed);
-        let mut n = (old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS);
-        let new = loop {
-            let b = new_buckets(n);
-            let t = Table { buckets: &b };
-            let ok = old
+        let mut n = table_len((old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS));
+        let (packed, victim) = loop {
+            let Some(packed) = new_table(n) else {
+                self.index.expanding.fetch_sub(1, Ordering::Relaxed);
+                return Some(displace(&old));
+            };
+            self.index
+                .bytes
+                .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
+            // SAFETY: just made, and not yet shared with anyone.
+            let t = unsafe { unpack(packed) };
+            let old_fit = old
                 .buckets
                 .iter()
                 .flat_map(|b| b.slots.iter())
                 .map(|s| s.load(Ordering::Relaxed))
                 .filter(|&v| v != 0)
-                .all(|v| t.place(rehash(decode(v)), v))
-                && t.place(h, value);
-            if ok || n == MAX_BUCKETS {
+                .all(|v| t.place(rehash(decode(v)), v));
+            if old_fit && t.place(h, value) {
+                break (packed, None);
+            }
+            if n == MAX_BUCKETS {
                 // At the largest size a last failed place can only be the new item's
                 // (old items fit before): make room for it as above.
-                if !ok {
-                    let (b1, _) = buckets_of(h, n);
-                    let victim = b[b1].slots[0].swap(value, Ordering::AcqRel);
-                    let packed = self.index.tables[self.part].swap(pack(b), Ordering::AcqRel);
-                    self.retire(packed);
-                    self.index.expanding.fetch_sub(1, Ordering::Relaxed);
-                    return Some(decode(victim));
-                }
-                break b;
+                break (packed, Some(displace(&t)));
             }
-            n = (n + n / 4).min(MAX_BUCKETS);
+            // SAFETY: unpublished: no reader can be in it.
+            unsafe { self.index.free(packed) };
+            n = table_len((n + n / 4).min(MAX_BUCKETS));
         };
-        let packed = self.index.tables[self.part].swap(pack(new), Ordering::AcqRel);
-        self.retire(packed);
+        let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
+        self.retire(old);
         self.index.expanding.fetch_sub(1, Ordering::Relaxed);
-        None
+        victim
+    }
+
+    /// Rebuilds the table smaller when under a quarter of its slots hold items
+    /// (none of the partition's items were lost: tables only grow on insert, so a
+    /// table sized for a burst of tiny items would stay charged against `-m` after
+    /// the workload moved to larger ones). The new table is about half full, so it
+    /// does not grow back soon. `rehash` as for [`Locked::insert`]. Returns whether
+    /// it shrank.
+    pub fn shrink(&mut self, rehash: impl Fn(Loc) -> u64) -> bool {
+        let old = self.table();
+        let items = self.counts.items as usize;
+        if old.len() <= INITIAL_BUCKETS || items * 4 >= old.slot_count() {
+            return false;
+        }
+        let mut n = table_len((items * 2).div_ceil(SLOTS_PER_BUCKET).max(INITIAL_BUCKETS));
+        while n < old.len() {
+            let Some(packed) = new_table(n) else {
+                return false;
+            };
+            self.index
+                .bytes
+                .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
+            // SAFETY: just made, and not yet shared with anyone.
+            let t = unsafe { unpack(packed) };
+            let fit = old
+                .buckets
+                .iter()
+                .flat_map(|b| b.slots.iter())
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&v| v != 0)
+                .all(|v| t.place(rehash(decode(v)), v));
+            if fit {
+                let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
+                self.retire(old);
+                return true;
+            }
+            // SAFETY: unpublished: no reader can be in it.
+            unsafe { self.index.free(packed) };
+            n = table_len(n + (n / 4).max(1));
+        }
+        false
     }
 
     /// Hands a replaced table to the epoch limbo: freed once no reader can be in it.
     fn retire(&self, packed: u64) {
         let e = epoch::advance();
         let mut retired = self.index.retired.lock();
-        retired.retain(|(e, _)| !epoch::is_quiescent(*e));
-        retired.push((e, Retired(packed)));
+        self.index.free_quiescent(&mut retired);
+        retired.push((e, packed));
     }
 }
 
 impl Drop for Index {
     fn drop(&mut self) {
-        for t in self.tables.iter() {
-            // With `&mut self` no reader or writer can hold a table.
-            drop(Retired(t.load(Ordering::Relaxed)));
+        let tables = self.tables.iter().map(|t| t.load(Ordering::Relaxed));
+        let retired = self.retired.get_mut().drain(..).map(|(_, t)| t);
+        for table in tables.chain(retired).collect::<Vec<_>>() {
+            // SAFETY: with `&mut self` no reader or writer can hold a table.
+            unsafe { self.free(table) };
         }
     }
 }
@@ -573,5 +764,85 @@ mod tests {
         for (loc, hi) in &hashes {
             assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
         }
+    }
+
+    /// A table left mostly empty shrinks, keeping every item findable.
+    #[test]
+    fn mostly_empty_tables_shrink() {
+        let idx = Index::new();
+        let n = 5_000u64;
+        let mut hashes = HashMap::new();
+        for i in 1..=n {
+            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
+            let loc = Loc {
+                seg: (i % 1000 + 1) as u32,
+                off: ((i / 1000) * 4) as u32,
+            };
+            hashes.insert(loc, hi);
+            let mut l = idx.lock(hi);
+            l.insert(hi, loc, |x| hashes[&x]);
+            l.counts.items += 1;
+        }
+        let big = (idx.table_word(0) >> 48) as usize;
+        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]), "full: no shrink");
+        // Remove all but every tenth item.
+        let mut kept = Vec::new();
+        for (k, (loc, hi)) in hashes.iter().enumerate() {
+            if k % 10 == 0 {
+                kept.push((*loc, *hi));
+                continue;
+            }
+            let mut l = idx.lock(*hi);
+            let pos = l.find_loc(*hi, *loc).expect("linked");
+            l.remove(pos);
+            l.counts.items -= 1;
+        }
+        assert!(idx.lock_part(0).shrink(|x| hashes[&x]));
+        let small = (idx.table_word(0) >> 48) as usize;
+        assert!(small * 4 < big, "{big} -> {small} buckets");
+        let g = epoch::pin();
+        for (loc, hi) in &kept {
+            assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
+        }
+        drop(g);
+        // About half full now: no second shrink.
+        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]));
+        epoch::wait_quiescent(epoch::advance());
+        idx.collect();
+        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(small)) as u64;
+        assert_eq!(idx.bytes(), expected);
+    }
+
+    /// The byte count covers exactly the tables held: once readers are gone, the
+    /// retired ones are freed and leave it, and large tables fill whole pages.
+    #[test]
+    fn bytes_count_the_tables_held() {
+        let idx = Index::new();
+        let start = idx.bytes();
+        assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
+        // Enough items in one partition for mapped tables (hashes with the same
+        // partition bits).
+        let n = 5_000u64;
+        let mut hashes = HashMap::new();
+        for i in 1..=n {
+            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
+            let loc = Loc {
+                seg: (i % 1000 + 1) as u32,
+                off: ((i / 1000) * 4) as u32,
+            };
+            hashes.insert(loc, hi);
+            let mut l = idx.lock(hi);
+            l.insert(hi, loc, |x| hashes[&x]);
+        }
+        // Other tests' readers (same process) may be pinned: wait them out.
+        epoch::wait_quiescent(epoch::advance());
+        idx.collect();
+        let word = idx.table_word(0);
+        let len = (word >> 48) as usize;
+        assert!(len >= MAP_MIN_BUCKETS, "{len} buckets");
+        assert_eq!(len, table_len(len), "a mapped table fills its pages");
+        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(len)) as u64;
+        assert_eq!(idx.bytes(), expected);
+        assert_eq!(idx.size().1, expected);
     }
 }

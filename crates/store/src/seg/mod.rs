@@ -37,7 +37,7 @@
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
 //!   persist.rs    warm restart (-e): open_memory_file, restore, save     none (all threads stopped)
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
-//!   upkeep.rs     maintain (expiry, delayed-flush sweep), flush_all      none
+//!   upkeep.rs     maintain (expiry, flush sweep, index shrink), flush_all none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
 //!   write.rs      regions, write_item, take_segment, make_room           none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
@@ -170,6 +170,16 @@ impl Seg {
             counters: Counters::default(),
             eviction_listener: OnceLock::new(),
         }
+    }
+
+    /// What segments may hold: `-m` less what the index holds (its tables, current
+    /// and retired but not yet freed), so that more items per megabyte means fewer
+    /// segments rather than more memory (issue 14; `docs/storage.md`, "The memory
+    /// bound"). Never less than a quarter of `-m`, so that a cache whose index grew
+    /// for a larger limit (`cache_memlimit` lowered it) still stores.
+    fn segment_limit(&self) -> u64 {
+        let limit = self.limit.load(Ordering::Relaxed);
+        limit.saturating_sub(self.index.bytes()).max(limit / 4)
     }
 
     /// The segment size this engine uses.

@@ -1,5 +1,6 @@
 //! Upkeep: flush_all ([`Seg::flush_all_impl`]) and what `maintain` does once a second
-//! ([`Seg::maintain_impl`]): collecting retired index tables, freeing sealed
+//! ([`Seg::maintain_impl`]): shrinking index tables left mostly empty
+//! (`Seg::shrink_index`), collecting retired index tables, freeing sealed
 //! segments that expired or were flushed whole ([`Seg::expire_segments`]), and
 //! sweeping the items of a delayed flush_all once it is due
 //! ([`Seg::sweep_delayed_flush`], [`Seg::sweep_segment`]).
@@ -14,7 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::index::Loc;
+use super::index::{self, Loc};
 use super::item::View;
 use super::segments::{Desc, Life, NEVER};
 use super::Seg;
@@ -148,8 +149,25 @@ impl Seg {
         self.flush_seq.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Shrinks the index tables left mostly empty (after a burst of small items,
+    /// evictions, deletes or a flush), so that the memory they hold, charged
+    /// against `-m`, goes back to segments. One partition lock at a time; a
+    /// partition that is not mostly empty costs a lock and a comparison.
+    fn shrink_index(&self) {
+        for p in 0..index::PARTITIONS {
+            let mut l = self.index.lock_part(p);
+            l.shrink(|loc| {
+                // SAFETY: rebuilds read keys of items linked in this locked
+                // partition, which are not freed while it is locked.
+                let v = unsafe { self.descs.view(loc) }.1;
+                self.hash(v.key)
+            });
+        }
+    }
+
     /// [`crate::Engine::maintain`].
     pub(super) fn maintain_impl(&self) {
+        self.shrink_index();
         self.index.collect();
         self.expire_segments();
         let seq = self.flush_seq.load(Ordering::Relaxed);

@@ -116,7 +116,7 @@ impl Seg {
     /// Memory for `need` more bytes: frees memory above the limit, then evicts until
     /// `used + need <= limit`. False when nothing more can be evicted.
     fn make_room(&self, arena: &mut Arena, need: u64) -> bool {
-        let limit = self.limit.load(Ordering::Relaxed);
+        let limit = self.segment_limit();
         loop {
             arena.reclaim_limbo(&self.descs);
             // Free segments count as used; give memory back while over the limit.
@@ -144,7 +144,7 @@ impl Seg {
     fn take_segment(&self, arena: &mut Arena) -> Option<u32> {
         loop {
             arena.reclaim_limbo(&self.descs);
-            let limit = self.limit.load(Ordering::Relaxed);
+            let limit = self.segment_limit();
             // Over the limit (cache_memlimit lowered it): give free segments back
             // instead of reusing them, and evict until a segment fits again.
             if self.evict && !arena.release_over(&self.descs, 0, limit) {
