@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use std::{fs, io};
 
-use super::index::{Loc, MAX_OFFSET};
+use super::index::{Loc, MAX_OFFSET, PARTITIONS};
 use super::item::{self, View};
 use super::mapfile::{self, MemFile};
 use super::meta::{self, Meta};
@@ -250,6 +250,14 @@ impl Seg {
             segments: 0,
             dead: 0,
         };
+        // Size each partition's table for its share of the saved items up front
+        // (keys hash evenly over the partitions): linking them then rebuilds few
+        // tables. Partition locks alone, before the arena's (lock order).
+        let saved: usize = m.segments.iter().map(|s| s.live.len()).sum();
+        let share = saved / PARTITIONS + 1;
+        for part in 0..PARTITIONS {
+            self.index.lock_part(part).reserve(share);
+        }
         let mut arena = self.arena.lock();
         for (i, s) in m.segments.iter().enumerate() {
             let bad = |what: &str| format!("saved segment {i}: {what}");
