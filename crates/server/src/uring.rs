@@ -490,14 +490,19 @@ impl Loop<'_> {
         }
     }
 
+    /// The connection in slot `idx`, if the slot still holds the one of generation
+    /// `gen` that a completion was for.
+    fn live(&mut self, idx: usize, gen: u32) -> Option<&mut Conn> {
+        self.slots
+            .get_mut(idx)
+            .filter(|s| s.gen == gen)
+            .and_then(|s| s.conn.as_mut())
+    }
+
     fn on_recv(&mut self, bufs: &mut BufRing, idx: usize, gen: u32, res: i32, flags: u32) {
         let more = cqueue::more(flags);
         let bid = cqueue::buffer_select(flags);
-        let live = self
-            .slots
-            .get_mut(idx)
-            .filter(|s| s.gen == gen)
-            .and_then(|s| s.conn.as_mut());
+        let live = self.live(idx, gen);
         if let Some(conn) = live {
             if let Some(r) = ring_io(conn) {
                 let mut closed = false;
@@ -533,11 +538,7 @@ impl Loop<'_> {
     }
 
     fn on_send(&mut self, idx: usize, gen: u32, res: i32) {
-        let live = self
-            .slots
-            .get_mut(idx)
-            .filter(|s| s.gen == gen)
-            .and_then(|s| s.conn.as_mut());
+        let live = self.live(idx, gen);
         if let Some(conn) = live {
             if let Some(r) = ring_io(conn) {
                 if res < 0 {

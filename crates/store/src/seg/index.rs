@@ -620,13 +620,10 @@ impl Locked<'_> {
         self.index.expanding.fetch_add(1, Ordering::Relaxed);
         let mut n = table_len((old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS));
         let (packed, victim) = loop {
-            let Some(packed) = new_table(n) else {
+            let Some(packed) = self.new_table(n) else {
                 self.index.expanding.fetch_sub(1, Ordering::Relaxed);
                 return Some(displace(&old));
             };
-            self.index
-                .bytes
-                .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
             let old_fit = old
@@ -648,8 +645,7 @@ impl Locked<'_> {
             unsafe { self.index.free(packed) };
             n = table_len((n + n / 4).min(MAX_BUCKETS));
         };
-        let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
-        self.retire(old);
+        self.publish(packed);
         self.index.expanding.fetch_sub(1, Ordering::Relaxed);
         victim
     }
@@ -667,14 +663,10 @@ impl Locked<'_> {
         if self.counts.items != 0 || n <= old.len() {
             return;
         }
-        let Some(packed) = new_table(n) else {
+        let Some(packed) = self.new_table(n) else {
             return;
         };
-        self.index
-            .bytes
-            .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
-        let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
-        self.retire(old);
+        self.publish(packed);
     }
 
     /// Rebuilds the table smaller when under a quarter of its slots hold items
@@ -691,12 +683,9 @@ impl Locked<'_> {
         }
         let mut n = table_len((items * 2).div_ceil(SLOTS_PER_BUCKET).max(INITIAL_BUCKETS));
         while n < old.len() {
-            let Some(packed) = new_table(n) else {
+            let Some(packed) = self.new_table(n) else {
                 return false;
             };
-            self.index
-                .bytes
-                .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
             let fit = old
@@ -707,8 +696,7 @@ impl Locked<'_> {
                 .filter(|&v| v != 0)
                 .all(|v| t.place(rehash(decode(v)), v));
             if fit {
-                let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
-                self.retire(old);
+                self.publish(packed);
                 return true;
             }
             // SAFETY: unpublished: no reader can be in it.
@@ -716,6 +704,23 @@ impl Locked<'_> {
             n = table_len(n + (n / 4).max(1));
         }
         false
+    }
+
+    /// A new table of `n` buckets, its bytes counted in the index's total (charged
+    /// against `-m`) from now until it is freed.
+    fn new_table(&self, n: usize) -> Option<u64> {
+        let packed = new_table(n)?;
+        self.index
+            .bytes
+            .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);
+        Some(packed)
+    }
+
+    /// Makes `packed` the partition's table; the one it replaces goes to
+    /// [`Locked::retire`].
+    fn publish(&mut self, packed: u64) {
+        let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
+        self.retire(old);
     }
 
     /// Hands a replaced table to the epoch limbo: freed once no reader can be in it.
