@@ -9,7 +9,6 @@
 //! this way can be.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 
 use memcrab_proto::text::{self, Request};
 use mio::net::{TcpListener, TcpStream};
@@ -27,10 +26,11 @@ struct Conn {
     wpos: usize,
 }
 
-/// Serves on `addr` until killed, on the calling thread.
-pub fn serve(addr: SocketAddr) -> anyhow::Result<()> {
+/// Serves on `listener` until killed, on the calling thread.
+pub fn serve(listener: std::net::TcpListener) -> anyhow::Result<()> {
     let mut poll = Poll::new()?;
-    let mut listener = TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let mut listener = TcpListener::from_std(listener);
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let mut conns: Vec<Option<Conn>> = Vec::new();

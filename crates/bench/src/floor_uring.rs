@@ -4,7 +4,7 @@
 //! connection into a provided buffer ring, registered files, and every reply of a
 //! loop turn submitted together with one `io_uring_enter` that also waits.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -34,9 +34,8 @@ fn ud(op: u64, slot: usize) -> u64 {
     (slot as u64) << 8 | op
 }
 
-/// Serves on `addr` until killed, on the calling thread.
-pub fn serve(addr: SocketAddr) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(addr)?;
+/// Serves on `listener` until killed, on the calling thread.
+pub fn serve(listener: TcpListener) -> anyhow::Result<()> {
     let mut ring: IoUring = IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()

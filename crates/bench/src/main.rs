@@ -97,12 +97,24 @@ fn main() {
         Cmd::Compare(a) => compare::main(a),
         Cmd::Storage(a) => storage::main(a),
         Cmd::Floor { port, io } => {
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            match io.as_str() {
-                "epoll" => floor::serve(addr),
-                "uring" => floor_uring::serve(addr),
-                other => Err(anyhow::anyhow!("floor --io {other}: epoll or uring")),
-            }
+            // Bound here for both designs, and said on stdout once it listens: a
+            // script or test waits for that line instead of polling the port.
+            let serve = match io.as_str() {
+                "epoll" => floor::serve,
+                "uring" => floor_uring::serve,
+                other => {
+                    eprintln!("memcrab-bench: floor --io {other}: epoll or uring");
+                    std::process::exit(2);
+                }
+            };
+            std::net::TcpListener::bind(("127.0.0.1", port))
+                .map_err(anyhow::Error::from)
+                .and_then(|l| {
+                    use std::io::Write;
+                    println!("listening on {}", l.local_addr()?);
+                    std::io::stdout().flush()?;
+                    serve(l)
+                })
         }
     };
     if let Err(e) = result {

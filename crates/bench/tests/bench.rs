@@ -258,20 +258,23 @@ fn open_loop_holds_the_rate() {
 fn floor_responder_answers_everything() {
     // Both designs: epoll (the default) and io_uring (`--io uring`).
     for io in ["epoll", "uring"] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
+        // Port 0: the floor binds a free port and says which once it listens.
         let mut floor = Command::new(bench_bin())
-            .args(["floor", "--io", io, "--port", &port.to_string()])
+            .args(["floor", "--io", io, "--port", "0"])
+            .stdout(Stdio::piped())
             .spawn()
             .expect("spawn floor");
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "floor --io {io} did not listen");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(floor.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("the floor's first line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("floor --io {io} said {line:?}"))
+            .to_string();
         let j = bench(&[
             "run",
             "--server",
