@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Client, Server};
+use common::{Client, Rng, Server};
 
 const EXIT_WITHIN: Duration = Duration::from_secs(60);
 
@@ -74,21 +74,6 @@ fn free_bytes(p: &Path) -> u64 {
 impl Drop for MemDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// xorshift64*: deterministic sizes, flags and keys without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -198,11 +183,11 @@ fn hundred_thousand_mixed_items_survive_a_graceful_restart() {
     let items: Vec<(String, u32, i64, Vec<u8>)> = (0..100_000u64)
         .map(|i| {
             let len = match rng.below(1000) {
-                0..=4 => 8000 + rng.below(item_max - 8000) as usize,
-                5..=99 => 500 + rng.below(7500) as usize,
-                _ => 10 + rng.below(490) as usize,
+                0..=4 => 8000 + rng.below(item_max - 8000),
+                5..=99 => 500 + rng.below(7500),
+                _ => 10 + rng.below(490),
             };
-            let len = if i == 0 { item_max as usize } else { len };
+            let len = if i == 0 { item_max } else { len };
             let exptime = match i % 8 {
                 0 | 1 => 3600,   // relative TTL
                 2 => now + 7200, // absolute unix time

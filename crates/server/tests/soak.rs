@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{cat, store, value, wait_until, Server};
+use common::{cat, store, value, wait_until, Rng, Server};
 
 /// How long one request may take before it counts as a hang.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -94,22 +94,6 @@ fn report(line: &str) {
 fn val(tag: &str, len: usize) -> Vec<u8> {
     let tag = format!("<{tag}>");
     tag.bytes().cycle().take(len).collect()
-}
-
-/// xorshift64*: the load's sizes and keys, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -934,10 +918,10 @@ fn soak_kill_9_under_load_and_restart_on_the_same_port() {
                             }
                         },
                     };
-                    let slot = rng.below(200) as usize;
+                    let slot = rng.below(200);
                     let key = format!("k9c{t}x{slot}");
                     let step = if rng.below(2) == 0 {
-                        let data = val(&format!("{key}.{ops}"), 10 + rng.below(5000) as usize);
+                        let data = val(&format!("{key}.{ops}"), 10 + rng.below(5000));
                         // Unknown until acknowledged: the set may or may not land.
                         last[slot] = None;
                         c.set(&key, &data).map(|()| last[slot] = Some(data))
@@ -1035,7 +1019,7 @@ fn soak_memory_limit_pressure_with_mixed_sizes() {
                 let (mut sets, mut hits, mut misses, mut bytes) = (0u64, 0u64, 0u64, 0u64);
                 let end = Instant::now() + secs;
                 while Instant::now() < end && sets < 100_000_000 {
-                    let slot = rng.below(20_000) as usize;
+                    let slot = rng.below(20_000);
                     let key = format!("mp{t}x{slot}");
                     if rng.below(3) == 0 {
                         let want = last[slot].map(|(v, len)| val(&format!("{key}.{v}"), len));
@@ -1051,7 +1035,7 @@ fn soak_memory_limit_pressure_with_mixed_sizes() {
                             0..=69 => 10 + rng.below(1000),
                             70..=94 => 1000 + rng.below(15_000),
                             _ => 16_000 + rng.below(184_000),
-                        } as usize;
+                        };
                         let data = val(&format!("{key}.{sets}"), len);
                         c.set(&key, &data).expect("set");
                         bytes += len as u64;

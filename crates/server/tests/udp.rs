@@ -26,7 +26,7 @@ mod common;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::{against_memcached, cat, store, value, Client, Server, REPLY_TIMEOUT};
+use common::{against_memcached, cat, store, value, Client, Rng, Server, REPLY_TIMEOUT};
 
 /// memcached's UDP_MAX_PAYLOAD_SIZE: the largest datagram, header included.
 const MAX_DATAGRAM: usize = 1400;
@@ -652,22 +652,6 @@ fn many_peers_many_workers() {
                 cat(&[&value(&key, 0, key.as_bytes()), END])
             );
         }
-    }
-}
-
-/// xorshift64*: deterministic noise without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 

@@ -848,3 +848,21 @@ pub fn store(cmd: &str, key: &str, flags: u32, exptime: i64, data: &[u8]) -> Vec
 pub fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
+
+/// xorshift64*: deterministic sizes, keys and noise for tests, without a
+/// dependency (the seed picks the sequence; a seed of 0 stays 0).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}

@@ -794,11 +794,9 @@ mod tests {
         }
     }
 
-    /// A table left mostly empty shrinks, keeping every item findable.
-    #[test]
-    fn mostly_empty_tables_shrink() {
-        let idx = Index::new();
-        let n = 5_000u64;
+    /// Links `n` items into partition 0 (hashes with its partition bits) and
+    /// returns each one's hash by location, for `rehash`.
+    fn fill_partition_0(idx: &Index, n: u64) -> HashMap<Loc, u64> {
         let mut hashes = HashMap::new();
         for i in 1..=n {
             let hi = h(i) & !(0xfff << PARTITION_SHIFT);
@@ -811,6 +809,14 @@ mod tests {
             l.insert(hi, loc, |x| hashes[&x]);
             l.counts.items += 1;
         }
+        hashes
+    }
+
+    /// A table left mostly empty shrinks, keeping every item findable.
+    #[test]
+    fn mostly_empty_tables_shrink() {
+        let idx = Index::new();
+        let hashes = fill_partition_0(&idx, 5_000);
         let big = (idx.table_word(0) >> 48) as usize;
         assert!(!idx.lock_part(0).shrink(|x| hashes[&x]), "full: no shrink");
         // Remove all but every tenth item.
@@ -848,20 +854,8 @@ mod tests {
         let idx = Index::new();
         let start = idx.bytes();
         assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
-        // Enough items in one partition for mapped tables (hashes with the same
-        // partition bits).
-        let n = 5_000u64;
-        let mut hashes = HashMap::new();
-        for i in 1..=n {
-            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
-            let loc = Loc {
-                seg: (i % 1000 + 1) as u32,
-                off: ((i / 1000) * 4) as u32,
-            };
-            hashes.insert(loc, hi);
-            let mut l = idx.lock(hi);
-            l.insert(hi, loc, |x| hashes[&x]);
-        }
+        // Enough items in one partition for mapped tables.
+        let hashes = fill_partition_0(&idx, 5_000);
         // Other tests' readers (same process) may be pinned: wait them out.
         epoch::wait_quiescent(epoch::advance());
         idx.collect();
