@@ -175,13 +175,7 @@ fn run(cli: Cli) -> Result<bool> {
             fuzz.run(seeds, seed, Duration::from_secs(seconds), keep_going)
         }
         Cmd::Replay { servers, trace } => {
-            let text = std::fs::read_to_string(&trace)
-                .with_context(|| format!("read {}", trace.display()))?;
-            let t = trace::parse(&text)?;
-            let cfg = configs()
-                .get(t.config)
-                .cloned()
-                .with_context(|| format!("no configuration {}", t.config))?;
+            let (t, cfg) = load_trace(&trace)?;
             let opts = servers.opts();
             println!(
                 "replaying {} ({} rounds, config {})",
@@ -206,13 +200,7 @@ fn run(cli: Cli) -> Result<bool> {
             seconds,
             attempts,
         } => {
-            let text = std::fs::read_to_string(&trace)
-                .with_context(|| format!("read {}", trace.display()))?;
-            let t = trace::parse(&text)?;
-            let cfg = configs()
-                .get(t.config)
-                .cloned()
-                .with_context(|| format!("no configuration {}", t.config))?;
+            let (t, cfg) = load_trace(&trace)?;
             let opts = servers.opts();
             let mut first = None;
             for _ in 0..attempts.max(1) {
@@ -516,6 +504,17 @@ impl Fuzz {
             }
         }
     }
+}
+
+/// A trace file read back, with the configuration it was recorded under.
+fn load_trace(path: &std::path::Path) -> Result<(Trace, Config)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let t = trace::parse(&text)?;
+    let cfg = configs()
+        .get(t.config)
+        .cloned()
+        .with_context(|| format!("no configuration {}", t.config))?;
+    Ok((t, cfg))
 }
 
 fn clip(s: &str, max: usize) -> String {
