@@ -855,7 +855,7 @@ mod tests {
         let start = idx.bytes();
         assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
         // Enough items in one partition for mapped tables.
-        let hashes = fill_partition_0(&idx, 5_000);
+        fill_partition_0(&idx, 5_000);
         // Other tests' readers (same process) may be pinned: wait them out.
         epoch::wait_quiescent(epoch::advance());
         idx.collect();
