@@ -40,6 +40,7 @@
 //!     mapfile.rs    MemFile: the -e memory file and its unit allocator   arena
 //!     meta.rs       the restart metadata file's format                   none
 //!     index.rs      Index (lock-free find), Locked partitions            pinned / partition
+//!     lease.rs      Lender, Lease: a value lent past the lookup          none
 //!     item.rs       the item layout: New, View                           none
 //!     epoch.rs      epoch-based reclamation                              none
 //!   reference/      the reference engine
@@ -73,6 +74,7 @@ pub mod reference;
 pub mod seg;
 
 pub use clock::{Clock, RelTime};
+pub use seg::Lease;
 
 use std::sync::Arc;
 
@@ -151,6 +153,20 @@ pub struct Item<'a> {
     pub token_sent: bool,
     /// This request created the item ([`GetOpts::vivify`] on a miss).
     pub created: bool,
+    /// How the engine can lend `value` past the visit ([`Item::lend`]); None for an
+    /// engine that cannot (the reference engine).
+    pub lender: Option<seg::Lender<'a>>,
+}
+
+impl Item<'_> {
+    /// The value's bytes, lent past the visit: valid until the [`Lease`] drops,
+    /// whatever happens to the item meanwhile (overwritten, evicted, its memory
+    /// compacted). None when the engine cannot lend, or will not now (leases
+    /// already hold back as much memory as it allows): then copy `value`. Costs no
+    /// lock, and no writer ever waits for a lease (see `seg/lease.rs`).
+    pub fn lend(&self) -> Option<Lease> {
+        self.lender.as_ref()?.lend(self.value)
+    }
 }
 
 /// What a lookup found, for the `get_hits`/`get_expired`/`get_flushed` counters.
@@ -420,8 +436,16 @@ pub struct SegmentStats {
     pub free_segments: u64,
     /// Segments of their own holding one large item each.
     pub large_segments: u64,
-    /// Bytes of segment memory held, normal and large (≤ the limit).
+    /// Bytes of segment memory held, normal and large (≤ the limit, plus
+    /// `held_bytes`).
     pub memory_bytes: u64,
+    /// Of `memory_bytes`, retired segments that leases ([`Item::lend`]) still hold:
+    /// not charged against the limit, and at most about a sixteenth of it.
+    pub held_bytes: u64,
+    /// Segments `held_bytes` counts.
+    pub held_segments: u64,
+    /// Bytes of all the segments with at least one lease (live or retired).
+    pub lent_bytes: u64,
     /// Items moved forward: by eviction because they had been read (CLOCK), and
     /// the live items of compacted segments.
     pub reinserted: u64,

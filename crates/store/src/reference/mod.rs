@@ -200,6 +200,7 @@ impl Reference {
             stale: s.stale,
             token_sent: s.token_sent,
             created: false,
+            lender: None,
         });
         let s = &mut sh.slots[idx as usize];
         if won {
@@ -258,6 +259,7 @@ impl Reference {
             stale: false,
             token_sent: false,
             created: true,
+            lender: None,
         });
         if won {
             sh.slots[idx as usize].token_sent = true;

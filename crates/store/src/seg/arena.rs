@@ -82,6 +82,12 @@ pub struct Arena {
     pub free: Vec<u32>,
     /// Retired segments waiting for readers: (epoch, id).
     pub limbo: VecDeque<(u64, u32)>,
+    /// Retired segments readers have left but leases still hold (`Desc::lent` >
+    /// 0): reused once their leases drop (see `lease.rs`). Not charged against the
+    /// limit, so that nobody waits for a lease; the lease bound keeps them few.
+    held: Vec<u32>,
+    /// Bytes of the `held` segments' memory (part of `used`).
+    held_bytes: u64,
     /// Sealed segments, oldest first in each of S3-FIFO's two queues.
     pub fifo: Fifo,
     /// Descriptor ids without memory, for large items.
@@ -112,6 +118,8 @@ impl Arena {
             seg_size,
             free: Vec::new(),
             limbo: VecDeque::new(),
+            held: Vec::new(),
+            held_bytes: 0,
             fifo: Fifo::default(),
             spare_ids: Vec::new(),
             next_id: 1,
@@ -185,35 +193,68 @@ impl Arena {
         self.spare_ids.push(id);
     }
 
-    /// Gives free segments' memory back while `used + need` is over `limit` (free
-    /// segments count as used). Returns whether `used + need` is within it now.
+    /// Bytes of segment memory charged against the limit: all of it but what
+    /// leases hold in retired segments (`held`).
+    pub fn charged(&self) -> u64 {
+        self.used - self.held_bytes
+    }
+
+    /// Gives free segments' memory back while `charged + need` is over `limit` (free
+    /// segments count as charged). Returns whether `charged + need` is within it now.
     pub fn release_over(&mut self, descs: &Descs, need: u64, limit: u64) -> bool {
-        while self.used + need > limit {
+        while self.charged() + need > limit {
             match self.free.pop().or_else(|| self.spare.take()) {
                 Some(id) => self.release_memory(descs, id),
                 None => break,
             }
         }
-        self.used + need <= limit
+        self.charged() + need <= limit
     }
 
-    /// Moves quiescent segments from limbo to the free list (or frees large ones).
+    /// Moves quiescent segments from limbo to the free list (or frees large ones),
+    /// and held segments whose leases have all dropped. A quiescent segment with
+    /// leases goes to `held` instead; the segments behind it are not held up.
     pub fn reclaim_limbo(&mut self, descs: &Descs) {
+        let mut i = 0;
+        while i < self.held.len() {
+            let id = self.held[i];
+            // Acquire: pairs with the last lease's Release decrement.
+            if descs.get(id).lent.load(Ordering::Acquire) == 0 {
+                self.held.swap_remove(i);
+                self.held_bytes -= u64::from(descs.get(id).cap.load(Ordering::Relaxed));
+                self.recycle(descs, id);
+            } else {
+                i += 1;
+            }
+        }
         while let Some(&(e, id)) = self.limbo.front() {
             if !epoch::is_quiescent(e) {
                 break;
             }
             self.limbo.pop_front();
-            let cap = descs.get(id).cap.load(Ordering::Relaxed);
-            if cap == self.seg_size {
-                if self.spare.is_none() {
-                    self.spare = Some(id);
-                } else {
-                    self.free.push(id);
-                }
-            } else {
-                self.release_memory(descs, id);
+            // Acquire, after the quiescence check's: a lease taken by a reader that
+            // has left is counted (see lease.rs), and a dropped one's reads are done.
+            if descs.get(id).lent.load(Ordering::Acquire) != 0 {
+                self.held.push(id);
+                self.held_bytes += u64::from(descs.get(id).cap.load(Ordering::Relaxed));
+                continue;
             }
+            self.recycle(descs, id);
+        }
+    }
+
+    /// A retired segment nothing can reach any more: the spare, the free list, or
+    /// (large) its memory given back.
+    fn recycle(&mut self, descs: &Descs, id: u32) {
+        let cap = descs.get(id).cap.load(Ordering::Relaxed);
+        if cap == self.seg_size {
+            if self.spare.is_none() {
+                self.spare = Some(id);
+            } else {
+                self.free.push(id);
+            }
+        } else {
+            self.release_memory(descs, id);
         }
     }
 
@@ -280,6 +321,8 @@ impl Arena {
                 as u64,
             large_segments: self.large_count,
             memory_bytes: self.used,
+            held_bytes: self.held_bytes,
+            held_segments: self.held.len() as u64,
             oldest_normal_age,
             oldest_large_age,
             ..SegmentStats::default()

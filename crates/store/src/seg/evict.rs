@@ -53,7 +53,7 @@ impl Seg {
         // Room for the moved items (each may grow by its CAS and exptime fields, so
         // ask for twice their bytes): the reinsertion segment's rest, or a whole spare.
         if arena.reinsert_room() < 2 * quarter && arena.spare.is_none() && arena.free.is_empty() {
-            if arena.used + u64::from(self.seg_size) > self.segment_limit() {
+            if arena.charged() + u64::from(self.seg_size) > self.segment_limit() {
                 return false;
             }
             match arena.alloc(&self.descs, self.seg_size) {

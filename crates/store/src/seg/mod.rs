@@ -49,6 +49,7 @@
 //!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
 //!   meta.rs       the restart metadata file: encode, strict decode       none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
+//!   lease.rs      Lender, Lease: values lent past the lookup (lend count)  none
 //!   item.rs       the item layout: New (write), View (read)              none
 //!   epoch.rs      epoch-based reclamation: pin, advance, is_quiescent    none
 //! ```
@@ -59,6 +60,7 @@ mod evict;
 mod fifo;
 mod index;
 mod item;
+mod lease;
 mod link;
 mod mapfile;
 mod meta;
@@ -85,6 +87,7 @@ use index::Index;
 use segments::{Descs, Flush, Life};
 use write::{Region, REGIONS, TTL_BUCKETS};
 
+pub use lease::{Lease, Lender};
 pub use persist::{meta_path, open_memory_file, Saved, Started};
 pub use segments::segment_bytes;
 
@@ -119,8 +122,9 @@ pub struct Seg {
     large_min: u32,
     hasher: foldhash::fast::FixedState,
     index: Index,
-    /// Descriptor table; owns the segments' memory.
-    descs: Descs,
+    /// Descriptor table; owns the segments' memory. Shared with the leases
+    /// ([`Lease`]), which keep it (and so the memory they lend) alive.
+    descs: Arc<Descs>,
     /// Segment allocation, sealing, eviction and reclamation.
     arena: Mutex<Arena>,
     /// Per-thread allocation regions: the active segment of each TTL bucket.
@@ -148,7 +152,7 @@ impl Seg {
     /// An empty engine whose segment memory comes from `file` when given (`-e`).
     fn with_memory(cfg: Config, clock: Arc<Clock>, file: Option<Arc<mapfile::MemFile>>) -> Seg {
         let seg_size = segment_bytes(cfg.limit_bytes);
-        Seg {
+        let seg = Seg {
             clock,
             evict: cfg.evict,
             use_cas: cfg.use_cas,
@@ -158,7 +162,7 @@ impl Seg {
             large_min: seg_size / 4,
             hasher: foldhash::fast::FixedState::with_seed(0x6d65_6d63_7261_6221),
             index: Index::new(),
-            descs: Descs::new(file),
+            descs: Arc::new(Descs::new(file)),
             arena: Mutex::new(Arena::new(seg_size)),
             regions: (0..REGIONS)
                 .map(|_| Mutex::new([None; TTL_BUCKETS]))
@@ -169,7 +173,18 @@ impl Seg {
             swept_seq: AtomicU64::new(0),
             counters: Counters::default(),
             eviction_listener: OnceLock::new(),
-        }
+        };
+        seg.set_lend_max(cfg.limit_bytes);
+        seg
+    }
+
+    /// What leases may hold: no new lease while the segments with leases add up to
+    /// a sixteenth of the limit (at least two segments). Held segments are not
+    /// charged against `-m` (nobody waits for a lease), so this, plus a segment per
+    /// thread that lends at the same moment, is what leases can add beyond `-m`.
+    fn set_lend_max(&self, limit: u64) {
+        let max = (limit / 16).max(2 * u64::from(self.seg_size));
+        self.descs.lend_max.store(max, Ordering::Relaxed);
     }
 
     /// What segments may hold: `-m` less what the index holds (its tables, current
@@ -258,6 +273,7 @@ impl Engine for Seg {
 
     fn set_limit(&self, limit_bytes: u64) {
         self.limit.store(limit_bytes, Ordering::Relaxed);
+        self.set_lend_max(limit_bytes);
     }
 
     fn stats(&self) -> Stats {
@@ -272,6 +288,7 @@ impl Engine for Seg {
                 SegmentStats {
                     reinserted: self.counters.reinserted.load(Ordering::Relaxed),
                     compacted: self.counters.compacted.load(Ordering::Relaxed),
+                    lent_bytes: self.descs.lent_bytes.load(Ordering::Relaxed).max(0) as u64,
                     ..segments
                 },
             )

@@ -77,7 +77,7 @@ impl Seg {
 
     /// The item as a visitor sees it, from its state before this request.
     pub(super) fn item<'a>(
-        &self,
+        &'a self,
         loc: Loc,
         d: &Desc,
         v: &View<'a>,
@@ -95,6 +95,10 @@ impl Seg {
             stale: pre & STALE != 0,
             token_sent: pre & TOKEN_SENT != 0,
             created,
+            lender: Some(super::Lender {
+                descs: &self.descs,
+                seg: loc.seg,
+            }),
         }
     }
 

@@ -11,7 +11,7 @@
 //!
 //! Imports: the index's [`Loc`], the item layout and the memory file only.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::index::{Loc, MAX_SEGMENTS};
@@ -66,6 +66,13 @@ pub struct Desc {
     /// opposed to items as they were stored (the small queue). Written under the
     /// arena lock when the segment is opened; read under it by eviction.
     pub main: AtomicBool,
+    /// Leases ([`super::lease::Lease`]) holding bytes of this segment's memory.
+    /// Raised (Relaxed) by a reader that found one of its items while pinned or
+    /// under the item's partition lock, so before the segment can be retired or its
+    /// retirement seen as quiescent; lowered (Release) when a lease drops. The
+    /// arena reuses a retired segment only when this reads 0 (Acquire) after
+    /// quiescence, so every read through a lease happens before the reuse.
+    pub lent: AtomicU32,
 }
 
 impl Desc {
@@ -105,6 +112,14 @@ pub struct Descs {
     chunks: Box<[OnceLock<Box<[Desc]>>]>,
     /// `-e`: segment memory comes from this file first (heap when it is full).
     file: Option<Arc<MemFile>>,
+    /// Bytes of the segments that have at least one lease (each segment's `cap`,
+    /// added by the lease that raises its `lent` from 0 and taken off by the one
+    /// that lowers it to 0). A bound, not a lock: Relaxed, and signed because an
+    /// addition and a subtraction for the same segment may land in either order.
+    pub lent_bytes: AtomicI64,
+    /// No new lease while `lent_bytes` is at least this (a sixteenth of `-m`, set
+    /// with the limit). Relaxed: a plain setting.
+    pub lend_max: AtomicU64,
 }
 
 impl Descs {
@@ -114,6 +129,8 @@ impl Descs {
                 .map(|_| OnceLock::new())
                 .collect(),
             file,
+            lent_bytes: AtomicI64::new(0),
+            lend_max: AtomicU64::new(0),
         }
     }
 

@@ -153,7 +153,7 @@ impl Seg {
                 }
                 continue;
             }
-            if self.evict && arena.used + u64::from(self.seg_size) <= limit {
+            if self.evict && arena.charged() + u64::from(self.seg_size) <= limit {
                 // Keep two segments on their way to the free list (see
                 // compact_mostly_dead): what this compacts is free for a later call,
                 // once readers have left it, so nobody waits for readers. Not under
@@ -167,7 +167,7 @@ impl Seg {
                 return Some(id);
             }
             // Again: compaction may have taken memory for a spare segment.
-            if arena.used + u64::from(self.seg_size) <= limit {
+            if arena.charged() + u64::from(self.seg_size) <= limit {
                 let id = arena.alloc(&self.descs, self.seg_size)?;
                 self.open(id, false);
                 if !self.evict && arena.reinsert.is_none() {
