@@ -330,12 +330,23 @@ pub fn run(plan: Plan) -> anyhow::Result<Outcome> {
             }
         }
         let timeout = match interval {
+            // mio rounds a poll timeout up to whole milliseconds (epoll_wait's unit),
+            // so a request due in 30 us would go out up to 1 ms late, and that delay
+            // would count as the server's latency (it did: every server's open-loop
+            // p50 was about 0.5 ms). Under a millisecond, poll without waiting: the
+            // load generator has a core of its own.
             Some(_) => conns
                 .iter()
                 .filter(|c| !c.dead)
                 .map(|c| c.next_due.saturating_duration_since(now))
                 .min()
-                .map(|d| d.min(Duration::from_millis(10))),
+                .map(|d| {
+                    if d < Duration::from_millis(1) {
+                        Duration::ZERO
+                    } else {
+                        d.min(Duration::from_millis(10))
+                    }
+                }),
             None => Some(Duration::from_millis(10)),
         };
         if let Err(e) = poll.poll(&mut events, timeout) {

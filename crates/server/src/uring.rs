@@ -23,6 +23,16 @@
 //! buffers are the ring's. A connection that closes with a SEND under way parks its
 //! buffer in its slot until that completes, and a slot is reused only when every
 //! operation submitted for it (receive, send, file table update) has completed.
+//!
+//! A ring that fails at run time (`io_uring_enter` or a submit returning an error
+//! other than a retry) is not fatal to the server: the worker logs it, closes the
+//! connections it served on the ring (what a send in flight had sent is unknown,
+//! so none can go on), keeps memory the kernel may still write or read (the
+//! provided buffers, sends in flight) out of reuse by leaking it, and goes on as
+//! an epoll worker ([`Worker::run`]) for the connections the acceptor hands it
+//! next. The environment variable `MEMCRAB_TEST_RING_FAIL_AFTER=N` makes the
+//! N+1th `io_uring_enter` of every worker fail with EIO, so that tests can drive
+//! this path; nothing else reads it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -256,6 +266,11 @@ struct Loop<'a> {
     /// Slots that used their `-R` budget: driven again next turn.
     ready: VecDeque<usize>,
     watchers: Vec<usize>,
+    /// Set when the ring failed at run time: the loop ends and the worker goes on
+    /// on epoll (see the module docs).
+    failed: Option<io::Error>,
+    /// `MEMCRAB_TEST_RING_FAIL_AFTER`: `io_uring_enter`s left before one fails.
+    fail_after: Option<u64>,
 }
 
 /// Runs worker `w` on io_uring; on the epoll loop instead if the ring cannot be set
@@ -280,7 +295,7 @@ pub fn run(w: Worker) {
         fd: std::cell::Cell::new(-1),
     };
     let mut w = w;
-    let udp = std::mem::take(&mut w.udp);
+    let mut udp = std::mem::take(&mut w.udp);
     // Declared after `bufs`, so dropped before it: the ring goes first.
     let mut bufs = bufs;
     let mut lp = Loop {
@@ -293,12 +308,31 @@ pub fn run(w: Worker) {
         dirty: Vec::new(),
         ready: VecDeque::new(),
         watchers: Vec::new(),
+        failed: None,
+        fail_after: std::env::var("MEMCRAB_TEST_RING_FAIL_AFTER")
+            .ok()
+            .and_then(|v| v.parse().ok()),
     };
-    lp.run(&mut bufs, udp);
+    lp.run(&mut bufs, &mut udp);
+    let Some(err) = lp.failed.take() else {
+        return;
+    };
+    let closed = lp.abandon(&mut udp);
+    drop(lp);
+    // The kernel may still write a receive into a provided buffer until it has
+    // cancelled everything the dropped ring had in flight: keep the buffers mapped.
+    std::mem::forget(bufs);
+    eprintln!(
+        "memcrab: worker {}: io_uring failed at run time ({err}); closed its {closed} \
+         connections on the ring, serving new ones on epoll",
+        w.id
+    );
+    w.udp = udp;
+    w.run();
 }
 
 impl Loop<'_> {
-    fn run(&mut self, bufs: &mut BufRing, mut udp: Vec<crate::udp::Port>) {
+    fn run(&mut self, bufs: &mut BufRing, udp: &mut [crate::udp::Port]) {
         let server = self.cx.server;
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
@@ -325,6 +359,9 @@ impl Loop<'_> {
         let mut epoll_due = true;
         let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
         loop {
+            if self.failed.is_some() {
+                return;
+            }
             if !epoll_armed {
                 let e = opcode::PollAdd::new(types::Fd(epoll_fd), libc::POLLIN as u32)
                     .multi(true)
@@ -339,7 +376,9 @@ impl Loop<'_> {
                 || epoll_due;
             let zero = types::Timespec::new();
             let second = types::Timespec::new().sec(1);
-            let res = if busy {
+            let res = if let Some(0) = self.fail_after {
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            } else if busy {
                 let args = types::SubmitArgs::new().timespec(&zero);
                 self.ring.submitter().submit_with_args(1, &args)
             } else if idle_secs > 0 {
@@ -355,10 +394,13 @@ impl Loop<'_> {
                         e.raw_os_error(),
                         Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
                     ) => {}
-                Err(e) => {
-                    eprintln!("memcrab: worker {}: io_uring_enter failed: {e}", self.w.id);
-                    return;
-                }
+                Err(e) => self.failed = Some(e),
+            }
+            if let Some(n) = self.fail_after.as_mut() {
+                *n = n.saturating_sub(1);
+            }
+            if self.failed.is_some() {
+                return;
             }
             cqes.clear();
             cqes.extend(
@@ -448,6 +490,35 @@ impl Loop<'_> {
         }
     }
 
+    /// After a run-time failure (see the module docs): closes every connection,
+    /// keeps the send buffers the kernel may still read out of reuse, and takes the
+    /// UDP sockets off the nested epoll (the epoll worker registers them again).
+    /// Returns how many connections it closed.
+    fn abandon(&mut self, udp: &mut [crate::udp::Port]) -> usize {
+        for port in udp.iter_mut() {
+            let _ = self.w.poll.registry().deregister(port.source());
+        }
+        self.watchers.clear();
+        let mut closed = 0;
+        for idx in 0..self.slots.len() {
+            let s = &mut self.slots[idx];
+            std::mem::forget(std::mem::take(&mut s.grave));
+            let Some(mut conn) = s.conn.take() else {
+                continue;
+            };
+            if let Some(r) = ring_io(&mut conn) {
+                if r.sending {
+                    std::mem::forget(std::mem::take(&mut r.out));
+                }
+            } else {
+                let _ = self.w.poll.registry().deregister(conn.stream().source());
+            }
+            worker::close(self.cx.server, conn, Some(CloseReason::Error));
+            closed += 1;
+        }
+        closed
+    }
+
     /// Queues an SQE, submitting first if the queue is full.
     fn push(&mut self, e: squeue::Entry) {
         loop {
@@ -457,12 +528,17 @@ impl Loop<'_> {
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
                 return;
             }
-            if let Err(err) = self.ring.submit() {
-                if err.raw_os_error() != Some(libc::EBUSY) {
-                    eprintln!(
-                        "memcrab: worker {}: io_uring submit failed: {err}",
-                        self.w.id
-                    );
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EBUSY | libc::EINTR | libc::EAGAIN)
+                    ) => {}
+                Err(e) => {
+                    // The entry is dropped: the ring is given up (see `run`).
+                    self.failed.get_or_insert(e);
+                    return;
                 }
             }
         }

@@ -88,8 +88,9 @@ impl Worker {
             udp_ready.push(i);
         }
 
+        let mut first_turn = true;
         loop {
-            let timeout = if !ready.is_empty() || !udp_ready.is_empty() {
+            let timeout = if first_turn || !ready.is_empty() || !udp_ready.is_empty() {
                 Some(Duration::ZERO)
             } else if idle_secs > 0 {
                 Some(Duration::from_secs(1))
@@ -103,37 +104,44 @@ impl Worker {
                 eprintln!("memcrab: worker {}: poll failed: {e}", self.id);
                 return;
             }
+            // The first turn takes what the acceptor handed over before this loop
+            // began (an io_uring worker that fell back to epoll may have been woken
+            // for it already).
+            let woken =
+                std::mem::take(&mut first_turn) || events.iter().any(|ev| ev.token() == WAKE);
+            if woken {
+                ready.extend(watchers.iter().copied());
+                while let Ok(nc) = self.rx.try_recv() {
+                    let idx = free.pop().unwrap_or_else(|| {
+                        conns.push(None);
+                        conns.len() - 1
+                    });
+                    let session = Session::new(&server.settings);
+                    let mut conn = Conn::new(nc.stream, nc.info, session);
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            conn.stream().source(),
+                            Token(idx),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        close(&server, conn, None);
+                        free.push(idx);
+                        continue;
+                    }
+                    server
+                        .watch
+                        .conn_new(conn.info.peer, transport(&conn), conn.info.fd);
+                    conns[idx] = Some(conn);
+                    // Data may already be waiting; the edge may have passed.
+                    ready.push_back(idx);
+                }
+            }
             for ev in events.iter() {
                 if ev.token() == WAKE {
-                    ready.extend(watchers.iter().copied());
-                    while let Ok(nc) = self.rx.try_recv() {
-                        let idx = free.pop().unwrap_or_else(|| {
-                            conns.push(None);
-                            conns.len() - 1
-                        });
-                        let session = Session::new(&server.settings);
-                        let mut conn = Conn::new(nc.stream, nc.info, session);
-                        if self
-                            .poll
-                            .registry()
-                            .register(
-                                conn.stream().source(),
-                                Token(idx),
-                                Interest::READABLE | Interest::WRITABLE,
-                            )
-                            .is_err()
-                        {
-                            close(&server, conn, None);
-                            free.push(idx);
-                            continue;
-                        }
-                        server
-                            .watch
-                            .conn_new(conn.info.peer, transport(&conn), conn.info.fd);
-                        conns[idx] = Some(conn);
-                        // Data may already be waiting; the edge may have passed.
-                        ready.push_back(idx);
-                    }
                     continue;
                 }
                 let idx = ev.token().0;

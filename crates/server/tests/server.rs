@@ -462,6 +462,90 @@ fn io_uring_refused_falls_back_to_epoll() {
     assert_eq!(rings, 0);
 }
 
+/// An io_uring worker whose ring fails at run time (forced here with
+/// `MEMCRAB_TEST_RING_FAIL_AFTER`: the worker's 41st `io_uring_enter` fails with
+/// EIO) closes the connections it served on the ring, says so in one line, and goes
+/// on as an epoll worker: it serves new connections, what was stored before, and
+/// UDP. (Before, the worker thread ended, and every connection the acceptor gave
+/// it afterwards hung.)
+#[test]
+fn io_uring_failing_at_run_time_falls_back_to_epoll() {
+    use std::io::Read;
+    if common::against_memcached() {
+        return; // memcrab's own transport
+    }
+    let s = Server::tcp_env(
+        &["-t", "1", "-U", "1", "-o", "io=uring"],
+        &[("MEMCRAB_TEST_RING_FAIL_AFTER", "40")],
+    );
+    let mut c = s.connect();
+    c.call(&store("set", "k", 3, 0, b"before"), b"STORED\r\n");
+    // Every request and reply takes at least one io_uring_enter, so the ring fails
+    // within 40 of them; the connection on it is then closed.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", s.port())).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut answered = 0;
+    let closed = loop {
+        assert!(answered < 1000, "the ring never failed");
+        if raw.write_all(b"mn\r\n").is_err() {
+            break true;
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        while got.len() < 4 {
+            match raw.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        if got.is_empty() {
+            break true;
+        }
+        assert_eq!(got, b"MN\r\n", "{}", show(&got));
+        answered += 1;
+    };
+    assert!(closed);
+    assert!(answered < 40, "{answered} answers before the failure");
+    // The first connection was on the ring too.
+    assert!(
+        c.poll_closed(Duration::from_secs(10)),
+        "the ring's connection stayed open"
+    );
+
+    let mut c2 = s.connect();
+    c2.call(b"get k\r\n", &cat(&[&value("k", 3, b"before"), b"END\r\n"]));
+    c2.call(&store("set", "k2", 0, 0, b"after"), b"STORED\r\n");
+    c2.call(
+        b"get k2\r\n",
+        &cat(&[&value("k2", 0, b"after"), b"END\r\n"]),
+    );
+
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    udp.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let port = s.udp_port.expect("UDP port");
+    let mut dgram = vec![0, 7, 0, 0, 0, 1, 0, 0];
+    dgram.extend_from_slice(b"get k2\r\n");
+    udp.send_to(&dgram, ("127.0.0.1", port)).expect("send");
+    let mut buf = [0u8; 2048];
+    let n = udp.recv(&mut buf).expect("a UDP reply after the fallback");
+    assert_eq!(&buf[..8], &[0, 7, 0, 0, 0, 1, 0, 0]);
+    assert_eq!(
+        &buf[8..n],
+        cat(&[&value("k2", 0, b"after"), b"END\r\n"]).as_slice()
+    );
+
+    let err = s.stderr();
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("io_uring")).collect();
+    assert_eq!(lines.len(), 1, "stderr: {err:?}");
+    assert!(
+        lines[0].contains("io_uring failed at run time")
+            && lines[0].contains("serving new ones on epoll"),
+        "{err:?}"
+    );
+}
+
 /// A client that pipelines far more than the server buffers, and reads nothing
 /// until the server has stopped reading, gets every reply, in order, once it
 /// reads: the server stops taking input while its output is over the limit (over

@@ -459,6 +459,30 @@ fn value_reply() {
     assert_eq!(out, b"VALUE k 7 3 42\r\nabc\r\nVALUE k 0 0\r\n\r\n");
 }
 
+/// The VALUE line's own number writer against Rust's formatting, at every digit
+/// count's edges, with keys up to and past the longest memcached accepts.
+#[test]
+fn value_head_numbers_and_keys() {
+    let mut edges = vec![0u64, 1, u64::from(u32::MAX), u64::MAX, u64::MAX - 1];
+    let mut p = 1u64;
+    while let Some(next) = p.checked_mul(10) {
+        edges.extend([p - 1, p, p + 1, next - 1]);
+        p = next;
+    }
+    for key_len in [1, 16, 250, 251, 400] {
+        let key = vec![b'k'; key_len];
+        let k = String::from_utf8_lossy(&key).into_owned();
+        for &n in &edges {
+            let flags = (n & u64::from(u32::MAX)) as u32;
+            let mut out = b"prefix".to_vec();
+            reply::value_head(&mut out, &key, flags, n as usize, Some(n));
+            reply::value_head(&mut out, &key, flags, n as usize, None);
+            let want = format!("prefixVALUE {k} {flags} {n} {n}\r\nVALUE {k} {flags} {n}\r\n");
+            assert_eq!(String::from_utf8_lossy(&out), want);
+        }
+    }
+}
+
 /// The admin commands, as memcached 1.6.18 tells them apart (which token counts,
 /// which errors `noreply` silences).
 #[test]
