@@ -4,6 +4,8 @@
 //!
 //! ```text
 //!   socket ──read──► rbuf[rpos..rend] ──Session::serve──► wbuf ──write (one)──► socket
+//!                                                          (Out: bytes + lent values;
+//!                                                           writev when it holds leases)
 //! ```
 //!
 //! A connection that sent `watch` becomes a log stream instead ([`Conn::drive_watch`]).
@@ -14,6 +16,13 @@
 //! most `-I`, a get line at most [`crate::settings::MAX_GET_LINE`]), and while more
 //! than [`OUTPUT_HIGH_WATER`] bytes of replies are unsent the connection neither
 //! serves nor reads, so a client that never reads its replies cannot grow the server.
+//!
+//! Large values may be lent by the store instead of copied ([`crate::out`]): on a
+//! plain TCP or unix stream, values of at least `-o value_lend_min` bytes; the
+//! output is then sent with one `writev` of up to `IOV_MAX` pieces per call, and a
+//! lease is released once the kernel took its last byte. Lent bytes count as unsent
+//! output, so a client that never reads holds at most about [`OUTPUT_HIGH_WATER`]
+//! of leases. TLS streams always copy (the TLS layer encrypts from a buffer).
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -23,6 +32,7 @@ use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
 use crate::exec::Ctx;
 use crate::net::Stream;
+use crate::out::Out;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
 use crate::watch::Watcher;
@@ -55,8 +65,9 @@ pub struct Conn {
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
-    /// `wbuf[wpos..]` is reply bytes not yet sent.
-    wbuf: Vec<u8>,
+    /// The output from stream position `wpos` on is not yet sent (lent values
+    /// included: positions count them).
+    wbuf: Out,
     wpos: usize,
     /// The socket may have unread bytes (a readable event came and no short read or
     /// `WouldBlock` has been seen since).
@@ -79,14 +90,20 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: Stream, info: Arc<ConnInfo>, session: Session) -> Self {
+    /// A connection whose output lends values of at least `lend_min` bytes (0: never;
+    /// a TLS stream never lends).
+    pub fn new(stream: Stream, info: Arc<ConnInfo>, session: Session, lend_min: usize) -> Self {
+        let lend_min = match stream {
+            Stream::Tls(_) => 0,
+            _ => lend_min,
+        };
         Conn {
             stream,
             info,
             rbuf: Vec::new(),
             rpos: 0,
             rend: 0,
-            wbuf: Vec::new(),
+            wbuf: Out::new(lend_min),
             wpos: 0,
             may_read: true,
             eof: false,
@@ -268,8 +285,18 @@ impl Conn {
                 return Ok(());
             }
         }
+        let mut slices = Vec::new();
         while self.wpos < self.wbuf.len() {
-            match self.stream.write(&self.wbuf[self.wpos..]) {
+            let wrote = match self.wbuf.owned_from(self.wpos) {
+                Some(bytes) => self.stream.write(bytes),
+                None => {
+                    self.wbuf.io_slices(self.wpos, &mut slices);
+                    let n = self.stream.write_vectored(&slices);
+                    slices.clear();
+                    n
+                }
+            };
+            match wrote {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     cx.counters.bytes_written.add(n as u64);
@@ -284,9 +311,9 @@ impl Conn {
         if self.wpos == self.wbuf.len() {
             self.wpos = 0;
             self.wbuf.clear();
-            if self.wbuf.capacity() > KEEP_BUFFER_BYTES {
-                self.wbuf = Vec::new();
-            }
+            self.wbuf.free_buffer_over(KEEP_BUFFER_BYTES);
+        } else {
+            self.wbuf.release_sent(self.wpos);
         }
         Ok(())
     }

@@ -96,6 +96,7 @@ counters!(
     conn_yields,
     bytes_read,
     bytes_written,
+    values_lent,
 );
 
 impl Counters {

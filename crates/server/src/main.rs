@@ -45,6 +45,8 @@
 //!   prefix.rs     `stats detail`: per key prefix counters
 //!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
 //!   ringio.rs     a stream whose bytes io_uring moves: inbox, out, in-flight flags
+//!   out.rs        a connection's output (Out): reply bytes and lent values (store
+//!                 leases, issue 13 part 2) in stream order, the iovecs to send them
 //!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
 //!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*
@@ -59,6 +61,7 @@ mod exec;
 mod handoff;
 mod listen;
 mod net;
+mod out;
 mod prefix;
 mod request;
 mod ringio;

@@ -49,6 +49,20 @@ impl Stream {
         }
     }
 
+    /// Writes the slices in order, as far as the socket takes them (one `writev` on a
+    /// plain stream; TLS and ring streams take the first slice only: their
+    /// connections never lend, see `out.rs`).
+    pub fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => s.write_vectored(bufs),
+            Stream::Tls(_) | Stream::Ring(_) => match bufs.first() {
+                Some(b) => self.write(b),
+                None => Ok(0),
+            },
+        }
+    }
+
     /// Sends output the stream itself buffered (TLS records), as far as the socket
     /// takes it; a full socket is not an error.
     pub fn flush(&mut self) -> io::Result<()> {

@@ -33,6 +33,7 @@ use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
 use crate::exec::{self, Ctx, Flow, Resume};
+use crate::out::Out;
 use crate::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
@@ -166,13 +167,7 @@ impl Session {
     /// Serves at most one request from the front of `input`, appending its reply to
     /// `out`. A multi-get pauses between keys once `out` is longer than `out_limit`
     /// ([`Flow::Suspend`]: nothing is consumed; call again with the same input).
-    pub fn step(
-        &mut self,
-        input: &[u8],
-        cx: &Ctx<'_>,
-        out: &mut Vec<u8>,
-        out_limit: usize,
-    ) -> Step {
+    pub fn step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Out, out_limit: usize) -> Step {
         if self.swallow > 0 {
             let n = self.skip(input);
             if n == 0 {
@@ -218,7 +213,7 @@ impl Session {
         &mut self,
         input: &[u8],
         cx: &Ctx<'_>,
-        out: &mut Vec<u8>,
+        out: &mut Out,
         budget: &mut usize,
         out_limit: usize,
     ) -> Served {
@@ -323,7 +318,7 @@ impl Session {
         (parsed, consumed): text::Parsed<'_>,
         available: usize,
         cx: &Ctx<'_>,
-        out: &mut Vec<u8>,
+        out: &mut Out,
         out_limit: usize,
     ) -> Step {
         let (consumed, flow) = match parsed {

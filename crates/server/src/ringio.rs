@@ -4,8 +4,14 @@
 //!
 //! ```text
 //!   CQE (recv, provided buffer) ──deliver──► inbox ──read──► Conn's rbuf
-//!   Conn's wbuf ──write/give──► out ──(uring.rs: one Send SQE)──► socket
+//!   Conn's wbuf ──write/give──► out ──(uring.rs: one Send SQE, or one SendMsg SQE
+//!                                       over `vec`'s iovecs when out holds leases)──► socket
 //! ```
+//!
+//! When the output holds values lent by the store ([`crate::out`]), the send is a
+//! SENDMSG whose iovec array and msghdr ([`VecSend`]) live here, untouched until its
+//! completion; a partial send is resubmitted from where it stopped, and each lease
+//! is released once a completion covered its last byte.
 //!
 //! To [`crate::conn::Conn`] it is just another [`crate::net::Stream`]: `read`
 //! returns what was delivered (or `WouldBlock`), `write` takes replies while no send
@@ -15,6 +21,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+
+use crate::out::{Out, IOV_MAX};
 
 /// Delivered bytes above which the worker cancels the connection's receive until
 /// the connection has read them (as the epoll path stops reading while its output
@@ -36,9 +44,12 @@ pub struct RingIo {
     eof: bool,
     /// A receive or send failed with this errno: the connection is done.
     error: Option<i32>,
-    /// `out[sent..]` is what the ring's send has not sent yet; empty when idle.
-    pub out: Vec<u8>,
+    /// The output from stream position `sent` on is what the ring's send has not
+    /// sent yet; empty when idle.
+    pub out: Out,
     pub sent: usize,
+    /// The iovecs and msghdr of a SENDMSG under way (when `out` holds leases).
+    pub vec: VecSend,
     /// A send SQE for `out[sent..]` is submitted and not completed.
     pub sending: bool,
     /// A multishot receive is armed (its final CQE, without `MORE`, not seen).
@@ -55,8 +66,9 @@ impl RingIo {
             inpos: 0,
             eof: false,
             error: None,
-            out: Vec::new(),
+            out: Out::default(),
             sent: 0,
+            vec: VecSend::default(),
             sending: false,
             recv_armed: false,
             recv_cancelling: false,
@@ -130,9 +142,9 @@ impl RingIo {
         if self.sent == self.out.len() {
             self.sent = 0;
             self.out.clear();
-            if self.out.capacity() > INBOX_HIGH_WATER {
-                self.out = Vec::new();
-            }
+            self.out.free_buffer_over(INBOX_HIGH_WATER);
+        } else {
+            self.out.release_sent(self.sent);
         }
     }
 
@@ -172,6 +184,7 @@ impl RingIo {
         if !self.out.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
+        self.out.clear();
         self.out.extend_from_slice(buf);
         Ok(buf.len())
     }
@@ -179,7 +192,7 @@ impl RingIo {
     /// As `write` of all of `wbuf`, by swapping buffers instead of copying: the
     /// connection gets `out`'s empty allocation back. False (nothing taken) when a
     /// send is under way.
-    pub fn give(&mut self, wbuf: &mut Vec<u8>) -> io::Result<bool> {
+    pub fn give(&mut self, wbuf: &mut Out) -> io::Result<bool> {
         if let Some(e) = self.err() {
             return Err(e);
         }
@@ -187,12 +200,60 @@ impl RingIo {
             return Ok(false);
         }
         std::mem::swap(&mut self.out, wbuf);
+        // The connection's setting stays with the connection's buffer.
+        wbuf.set_lend_min(self.out.lend_min());
         self.sent = 0;
         Ok(true)
+    }
+
+    /// The msghdr of a SENDMSG of the output from `sent` on (at most `IOV_MAX`
+    /// pieces). It and its iovecs stay valid, and must stay untouched, until the
+    /// send's completion: the caller submits it and sets `sending`.
+    pub fn sendmsg(&mut self) -> *const libc::msghdr {
+        self.vec.prepare(&self.out, self.sent)
     }
 
     /// Whether reply bytes are still to be sent by the ring.
     pub fn has_pending_output(&self) -> bool {
         !self.out.is_empty() && self.error.is_none()
+    }
+}
+
+/// A SENDMSG's iovec array and msghdr, kept where the kernel reads them until the
+/// send completes (in the connection's [`RingIo`], or in its slot's grave after a
+/// close with a send under way).
+#[derive(Default)]
+pub struct VecSend {
+    iov: Vec<libc::iovec>,
+    msg: Option<Box<libc::msghdr>>,
+}
+
+// SAFETY: the raw pointers (the msghdr's to the iovecs, the iovecs' to the bytes of
+// the same connection's `out` and its leases) are only handed to the kernel by the
+// worker that owns the connection; moving the connection to another thread (the
+// worker thread it is built for) moves what they point at along, and nothing
+// reads through them here.
+unsafe impl Send for VecSend {}
+
+impl VecSend {
+    /// Points the iovecs at `out`'s pieces from stream position `from` on, and the
+    /// msghdr at the iovecs; returns the msghdr.
+    fn prepare(&mut self, out: &Out, from: usize) -> *const libc::msghdr {
+        let iov = &mut self.iov;
+        iov.clear();
+        out.pieces_from(from, |b| {
+            iov.push(libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            });
+            iov.len() < IOV_MAX
+        });
+        let msg = self.msg.get_or_insert_with(|| {
+            // SAFETY: msghdr is plain C data; all zeroes is a valid empty header.
+            Box::new(unsafe { std::mem::zeroed() })
+        });
+        msg.msg_iov = self.iov.as_mut_ptr();
+        msg.msg_iovlen = self.iov.len() as _;
+        &**msg
     }
 }

@@ -211,6 +211,14 @@ fn general(server: &Server, out: &mut Vec<u8>) {
         _ => es.segments.memory_bytes + es.hash_bytes,
     };
     stat(out, "limit_used_bytes", used);
+    // memcrab's own (issue 13 part 2): values sent from item memory instead of
+    // copied (`-o value_lend_min`); the bytes of the segments such values hold
+    // (lent_segment_bytes), and of those the retired ones, kept past their eviction
+    // until their sends complete (lease_held_bytes, part of limit_used_bytes and
+    // the only memory it may count beyond limit_maxbytes: at most a sixteenth).
+    stat(out, "values_lent", t.values_lent);
+    stat(out, "lent_segment_bytes", es.segments.lent_bytes);
+    stat(out, "lease_held_bytes", es.segments.held_bytes);
     stat(
         out,
         "lru_crawler_starts",

@@ -71,6 +71,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
 use crate::exec::{Ctx, Flow};
+use crate::out::Out;
 use crate::request::{Session, Step};
 use crate::server::{ConnInfo, Server};
 use crate::settings::parse_config;
@@ -96,7 +97,8 @@ pub struct Port {
     sock: mio::net::UdpSocket,
     pub info: Arc<ConnInfo>,
     rbuf: Box<[u8]>,
-    out: Vec<u8>,
+    /// Replies of one datagram; never lends (a datagram is built by copying).
+    out: Out,
 }
 
 impl Port {
@@ -120,7 +122,7 @@ impl Port {
             sock: mio::net::UdpSocket::from_std(sock),
             info,
             rbuf: vec![0; READ_BUFFER_BYTES].into_boxed_slice(),
-            out: Vec::new(),
+            out: Out::new(0),
         })
     }
 
@@ -173,9 +175,7 @@ impl Port {
             };
             serve_datagram(payload, cx, &mut self.out, &mut tx);
             self.out.clear();
-            if self.out.capacity() > KEEP_OUT_BYTES {
-                self.out = Vec::new();
-            }
+            self.out.free_buffer_over(KEEP_OUT_BYTES);
             if cx.server.shutting_down() {
                 return false;
             }
@@ -338,7 +338,7 @@ enum Kind {
 
 /// Serves one datagram's payload through the request step, framing its replies as
 /// memcached does (see the module docs and [`Tx`]).
-fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>, tx: &mut Tx<'_>) {
+fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Out, tx: &mut Tx<'_>) {
     let binary = payload.first() == Some(&bin::REQ_MAGIC);
     // SASL and UDP exclude each other (settings), so this stays unauthenticated.
     let mut session = Session::datagram(&cx.server.settings, binary);
@@ -451,7 +451,7 @@ fn serve_get(
     input: &[u8],
     keys: usize,
     cx: &Ctx<'_>,
-    out: &mut Vec<u8>,
+    out: &mut Out,
     tx: &mut Tx<'_>,
 ) -> Option<usize> {
     let mut first = true;

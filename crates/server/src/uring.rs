@@ -48,8 +48,9 @@ use crate::conn::{Conn, Next};
 use crate::exec::Ctx;
 use crate::handoff::WAKE;
 use crate::net::Stream;
+use crate::out::Out;
 use crate::request::Session;
-use crate::ringio::{Plain, RingIo};
+use crate::ringio::{Plain, RingIo, VecSend};
 use crate::worker::{self, Worker, UDP_TOKENS};
 
 /// Submission queue entries; the completion queue is four times as long.
@@ -236,8 +237,9 @@ struct Slot {
     gen: u32,
     /// Operations submitted for this slot whose last completion has not come.
     inflight: u32,
-    /// A closed connection's send buffer, kept until its send completes.
-    grave: Vec<u8>,
+    /// A closed connection's output and its SENDMSG's iovecs (leases included),
+    /// kept until its send completes.
+    grave: (Out, VecSend),
     /// The connection is in the registered file table (at this slot's index).
     fixed: bool,
     /// Queued to be driven this turn.
@@ -523,7 +525,9 @@ impl Loop<'_> {
     fn push(&mut self, e: squeue::Entry) {
         loop {
             // SAFETY: every SQE pushed here points only at memory that outlives the
-            // operation: a connection's `out` (kept in its slot's grave if the
+            // operation: a connection's `out` and, for a SENDMSG, its `vec` (the
+            // msghdr and iovecs, pointing into `out`'s buffer and its leases' segment
+            // memory, which the leases keep; all kept in the slot's grave if the
             // connection closes first), the static CLOSED_FD, or nothing.
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
                 return;
@@ -561,7 +565,7 @@ impl Loop<'_> {
         s.inflight = s.inflight.saturating_sub(1);
         if s.closing && s.inflight == 0 {
             s.closing = false;
-            s.grave = Vec::new();
+            s.grave = Default::default();
             self.free.push(idx);
         }
     }
@@ -638,7 +642,7 @@ impl Loop<'_> {
                     conn: None,
                     gen: 0,
                     inflight: 0,
-                    grave: Vec::new(),
+                    grave: Default::default(),
                     fixed: false,
                     dirty: false,
                     closing: false,
@@ -651,7 +655,7 @@ impl Loop<'_> {
                 Stream::Unix(s) => (Stream::Ring(Box::new(RingIo::new(Plain::Unix(s)))), true),
                 other => (other, false),
             };
-            let mut conn = Conn::new(stream, nc.info, session);
+            let mut conn = Conn::new(stream, nc.info, session, server.settings.value_lend_min);
             let ok = if ring {
                 let fd = conn.info.fd;
                 let fixed = (idx as u32) < self.nfixed
@@ -722,8 +726,24 @@ impl Loop<'_> {
         let fd = r.fd();
         let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
         let mut ops = 0;
-        if r.wants_send() {
-            let buf = &r.out[r.sent..];
+        if r.wants_send() && r.out.has_leases() {
+            // Lent values: one SENDMSG over iovecs (they and the msghdr stay in `r`
+            // until the completion; a close moves them to the grave).
+            let msg = r.sendmsg();
+            let e = if fixed {
+                opcode::SendMsg::new(types::Fixed(idx as u32), msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build()
+            } else {
+                opcode::SendMsg::new(types::Fd(fd), msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build()
+            };
+            sqes[0] = Some(e.user_data(user_data(OP_SEND, idx, gen)));
+            r.sending = true;
+            ops += 1;
+        } else if r.wants_send() {
+            let buf = r.out.owned_from(r.sent).unwrap_or_default();
             let (ptr, len) = (buf.as_ptr(), buf.len().min(u32::MAX as usize) as u32);
             let e = if fixed {
                 opcode::Send::new(types::Fixed(idx as u32), ptr, len)
@@ -785,7 +805,7 @@ impl Loop<'_> {
                 );
             }
             if r.sending {
-                s.grave = std::mem::take(&mut r.out);
+                s.grave = (std::mem::take(&mut r.out), std::mem::take(&mut r.vec));
             }
             if fixed {
                 s.inflight += 1;

@@ -117,7 +117,8 @@ impl Worker {
                         conns.len() - 1
                     });
                     let session = Session::new(&server.settings);
-                    let mut conn = Conn::new(nc.stream, nc.info, session);
+                    let mut conn =
+                        Conn::new(nc.stream, nc.info, session, server.settings.value_lend_min);
                     if self
                         .poll
                         .registry()

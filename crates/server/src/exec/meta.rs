@@ -30,13 +30,15 @@ use memcrab_store::{
     RelTime, StoreOpts, StoreResult, Vivify,
 };
 
+use crate::out::Out;
+
 use super::{
     before_delete, count_fetch, count_store, count_too_large, note_delete, note_fetch, store_cmd,
     Ctx, FetchWatch, Flow, Mutation,
 };
 
 /// Executes one meta request, appending its reply to `out`.
-pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
     match m {
         Meta::Get { key, flags } => get(&key, &flags, cx, out),
         Meta::Set {
@@ -123,7 +125,7 @@ fn opaque_and_key(out: &mut Vec<u8>, flags: &Flags<'_>, key: &Key<'_>) {
     }
 }
 
-fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
+fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
     let now = cx.engine.clock().now();
@@ -201,7 +203,10 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flo
         }
         out.extend_from_slice(b"\r\n");
         if flags.value {
-            out.extend_from_slice(it.value);
+            // Lent by the store when it is long enough (see out.rs), else copied.
+            if out.value(&it) {
+                cx.counters.values_lent.incr();
+            }
             out.extend_from_slice(b"\r\n");
         }
         won

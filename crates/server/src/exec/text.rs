@@ -6,13 +6,14 @@
 use memcrab_proto::text::watch::DeleteCmd;
 use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
-    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult,
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Item, Mode, StoreOpts, StoreResult,
 };
 
 use super::{
     before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, FetchWatch, Flow,
     Mutation, Resume,
 };
+use crate::out::Out;
 use crate::prefix::Op;
 use crate::server::VERSION;
 
@@ -20,12 +21,28 @@ use crate::server::VERSION;
 const PREFETCH_INDEX_AHEAD: usize = 8;
 const PREFETCH_ITEM_AHEAD: usize = 4;
 
+/// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`, the data lent by the store
+/// when the output lends values this long (see `out.rs`), else copied.
+#[inline]
+fn value(cx: &Ctx<'_>, out: &mut Out, key: &[u8], it: &Item<'_>, cas: bool) {
+    let cas = cas.then_some(it.cas);
+    if out.lends(it.value.len()) {
+        reply::value_head(out, key, it.flags, it.value.len(), cas);
+        if out.value(it) {
+            cx.counters.values_lent.incr();
+        }
+        out.extend_from_slice(b"\r\n");
+    } else {
+        reply::value(out, key, it.flags, it.value, cas);
+    }
+}
+
 /// Executes one request, appending its reply to `out`. `resume` carries a suspended
 /// multi-get's or key dump's progress between calls; `out_limit` is where they pause.
 pub fn execute(
     req: Request<'_>,
     cx: &Ctx<'_>,
-    out: &mut Vec<u8>,
+    out: &mut Out,
     resume: &mut Resume,
     out_limit: usize,
 ) -> Flow {
@@ -75,7 +92,7 @@ pub fn execute(
                 }
                 let found = cx.engine.get(key, &opts, &mut |it| {
                     fw.hit(&it);
-                    reply::value(out, key, it.flags, it.value, cas.then_some(it.cas));
+                    value(cx, out, key, &it, cas);
                     false
                 });
                 count_fetch(cx, key, touch.is_some(), found, &fw);

@@ -112,6 +112,10 @@ pub struct Settings {
     pub engine: EngineKind,
     /// `-o io=`: the stream transport.
     pub io: IoKind,
+    /// `-o value_lend_min=`: values of at least this many bytes are sent from the
+    /// store's memory (writev/sendmsg over a lease) instead of copied into the
+    /// output, on plain TCP and unix connections; 0: always copy.
+    pub value_lend_min: usize,
     /// `-e`: the memory file of a restartable cache (segment engine only).
     pub memory_file: Option<std::path::PathBuf>,
     pub growth_factor: f64,
@@ -186,6 +190,7 @@ impl Default for Settings {
             hash_power: 16,
             engine: EngineKind::Seg,
             io: IoKind::Uring,
+            value_lend_min: VALUE_LEND_MIN,
             memory_file: None,
             growth_factor: 1.25,
             chunk_size: 48,
@@ -202,6 +207,10 @@ impl Default for Settings {
 
 /// memcached's `LOGGER_WATCHER_BUF_SIZE`: 256 KiB of log lines per watcher.
 pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
+
+/// `-o value_lend_min`'s default: values of 8 KiB and more are sent from item
+/// memory (docs/benchmarks.md, "Zero-copy values (issue 13 part 2)", measured it).
+pub const VALUE_LEND_MIN: usize = 8192;
 
 /// Longest get line buffered (memcached has no limit; we keep per-connection
 /// memory bounded).
@@ -621,6 +630,7 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 }
             },
             "io" => s.io = IoKind::parse(value)?,
+            "value_lend_min" => s.value_lend_min = num("-o value_lend_min", need(name)?)?,
             _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
@@ -687,7 +697,10 @@ pub fn usage() -> String {
                           slab/LRU/crawler tuning options are accepted and ignored;
                           io=uring|epoll: the connection transport (default uring,
                           or the MEMCRAB_IO environment variable; uring falls back
-                          to epoll where the kernel refuses io_uring)
+                          to epoll where the kernel refuses io_uring);
+                          value_lend_min=<bytes>: values this long or longer are
+                          sent from item memory instead of copied (default 8192;
+                          0 never; plain TCP and unix connections only)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
@@ -770,6 +783,12 @@ mod tests {
         assert!(run(&["-o", "io=kqueue"])
             .err()
             .is_some_and(|e| e.contains("unknown transport")));
+        assert_eq!(run(&[]).expect("ok").value_lend_min, VALUE_LEND_MIN);
+        let s = run(&["-o", "value_lend_min=0"]).expect("ok");
+        assert_eq!(s.value_lend_min, 0);
+        let s = run(&["-o", "value_lend_min=2048"]).expect("ok");
+        assert_eq!(s.value_lend_min, 2048);
+        assert!(run(&["-o", "value_lend_min=x"]).is_err());
         let s = run(&["-X", "-o", "track_sizes"]).expect("ok");
         assert!(!s.dump_enabled && s.track_sizes);
         let s = run(&["--disable-dumping"]).expect("ok");
