@@ -515,8 +515,23 @@ pub fn hit(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
 ) {
+    hit_head(out, h, cas, flags, key, value.map_or(0, <[u8]>::len));
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+}
+
+/// A hit's header, flags extra and key (when asked), for a caller that appends the
+/// `vlen` bytes of value itself (a server sending them from the store's memory).
+pub fn hit_head(
+    out: &mut Vec<u8>,
+    h: &Header,
+    cas: u64,
+    flags: u32,
+    key: Option<&[u8]>,
+    vlen: usize,
+) {
     let klen = key.map_or(0, <[u8]>::len);
-    let vlen = value.map_or(0, <[u8]>::len);
     header(
         out,
         h.opcode,
@@ -530,9 +545,6 @@ pub fn hit(
     out.extend_from_slice(&flags.to_be_bytes());
     if let Some(k) = key {
         out.extend_from_slice(k);
-    }
-    if let Some(v) = value {
-        out.extend_from_slice(v);
     }
 }
 

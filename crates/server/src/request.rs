@@ -369,7 +369,7 @@ impl Session {
     }
 
     /// One binary packet (`try_read_command_binary` and `dispatch_bin_command`).
-    fn binary_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Step {
+    fn binary_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Out) -> Step {
         let (header, extras, key) = match bin::frame(input) {
             Frame::NeedMore => return Step::NeedMore,
             // memcached closes at once, dropping replies not yet sent.

@@ -432,3 +432,59 @@ fn replies_are_memcacheds_with_lending_on_and_off() {
     );
     assert!(replies[0].0.len() > 6 * 70_000);
 }
+
+/// A binary request with no extras and no value.
+fn bin_req(opcode: u8, key: &[u8], opaque: u32) -> Vec<u8> {
+    let mut r = vec![0x80, opcode];
+    r.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[0, 0, 0, 0]);
+    r.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    r.extend_from_slice(&opaque.to_be_bytes());
+    r.extend_from_slice(&[0; 8]);
+    r.extend_from_slice(key);
+    r
+}
+
+#[test]
+fn binary_gets_are_the_same_lent_or_copied() {
+    // GET, GETK, GETQ, GETKQ of a 70 KB value and of a short one, a quiet miss, and
+    // NOOP: the same bytes whether the value is lent or copied.
+    let lending = Server::tcp(&["-o", "value_lend_min=1"]);
+    let copying = Server::tcp(&["-o", "value_lend_min=0"]);
+    let mut replies = Vec::new();
+    for s in [&lending, &copying] {
+        let mut c = s.connect();
+        c.send(&common::store("set", "big", 7, 0, &value("big", 1, 70_000)));
+        c.expect(b"STORED\r\n");
+        c.send(&common::store("set", "small", 8, 0, b"tiny"));
+        c.expect(b"STORED\r\n");
+        let lent_before = c.stat("values_lent");
+        let mut b = s.connect();
+        let mut req = Vec::new();
+        for (i, op) in [0x00u8, 0x0c, 0x09, 0x0d].into_iter().enumerate() {
+            req.extend_from_slice(&bin_req(op, b"big", i as u32));
+            req.extend_from_slice(&bin_req(op, b"small", 10 + i as u32));
+        }
+        req.extend_from_slice(&bin_req(0x0d, b"none", 20));
+        req.extend_from_slice(&bin_req(0x0a, b"", 21));
+        b.send(&req);
+        let mut out = Vec::new();
+        loop {
+            let head = b.read_exact_bytes(24);
+            let body = u32::from_be_bytes([head[8], head[9], head[10], head[11]]) as usize;
+            out.extend_from_slice(&head);
+            out.extend_from_slice(&b.read_exact_bytes(body));
+            if head[1] == 0x0a {
+                break;
+            }
+        }
+        replies.push((out, c.stat("values_lent") - lent_before));
+    }
+    assert_eq!(replies[0].1, 8, "every GET lent (value_lend_min=1)");
+    assert_eq!(replies[1].1, 0);
+    assert!(
+        replies[0].0 == replies[1].0,
+        "binary replies differ with lending on"
+    );
+    assert!(replies[0].0.len() > 4 * 70_000);
+}

@@ -18,6 +18,7 @@ use super::{
     count_fetch, count_store, count_too_large, store_cmd, Ctx, FetchWatch, Flow, Mutation,
 };
 use crate::auth;
+use crate::out::Out;
 use crate::prefix::Op;
 use crate::server::VERSION;
 
@@ -84,7 +85,7 @@ pub fn execute(
     req: Request<'_>,
     value: &[u8],
     cx: &Ctx<'_>,
-    out: &mut Vec<u8>,
+    out: &mut Out,
     sasl: &mut SaslState,
 ) -> Flow {
     let c = cx.counters;
@@ -104,14 +105,23 @@ pub fn execute(
             let mut fw = FetchWatch::new(cx);
             let found = cx.engine.get(key, &opts, &mut |it| {
                 fw.hit(&it);
-                bin::hit(
-                    out,
-                    h,
-                    it.cas,
-                    it.flags,
-                    with_key.then_some(key),
-                    (!no_value).then_some(it.value),
-                );
+                let key = with_key.then_some(key);
+                if !no_value && out.lends(it.value.len()) {
+                    // Sent from the store's memory (see out.rs) unless it won't lend.
+                    bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
+                    if out.value(&it) {
+                        c.values_lent.incr();
+                    }
+                } else {
+                    bin::hit(
+                        out,
+                        h,
+                        it.cas,
+                        it.flags,
+                        key,
+                        (!no_value).then_some(it.value),
+                    );
+                }
                 false
             });
             count_fetch(cx, key, touch.is_some(), found, &fw);
