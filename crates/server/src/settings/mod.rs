@@ -208,9 +208,9 @@ impl Default for Settings {
 /// memcached's `LOGGER_WATCHER_BUF_SIZE`: 256 KiB of log lines per watcher.
 pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
 
-/// `-o value_lend_min`'s default: values of 8 KiB and more are sent from item
+/// `-o value_lend_min`'s default: values of 4 KiB and more are sent from item
 /// memory (docs/benchmarks.md, "Zero-copy values (issue 13 part 2)", measured it).
-pub const VALUE_LEND_MIN: usize = 8192;
+pub const VALUE_LEND_MIN: usize = 4096;
 
 /// Longest get line buffered (memcached has no limit; we keep per-connection
 /// memory bounded).
@@ -699,7 +699,7 @@ pub fn usage() -> String {
                           or the MEMCRAB_IO environment variable; uring falls back
                           to epoll where the kernel refuses io_uring);
                           value_lend_min=<bytes>: values this long or longer are
-                          sent from item memory instead of copied (default 8192;
+                          sent from item memory instead of copied (default 4096;
                           0 never; plain TCP and unix connections only)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
