@@ -667,15 +667,7 @@ impl Loop<'_> {
                 self.slots[idx].fixed = fixed;
                 true
             } else {
-                self.w
-                    .poll
-                    .registry()
-                    .register(
-                        conn.stream().source(),
-                        Token(idx),
-                        Interest::READABLE | Interest::WRITABLE,
-                    )
-                    .is_ok()
+                worker::watch(&self.w.poll, &mut conn, idx)
             };
             if !ok {
                 worker::close(server, conn, None);

@@ -119,16 +119,7 @@ impl Worker {
                     let session = Session::new(&server.settings);
                     let mut conn =
                         Conn::new(nc.stream, nc.info, session, server.settings.value_lend_min);
-                    if self
-                        .poll
-                        .registry()
-                        .register(
-                            conn.stream().source(),
-                            Token(idx),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
-                        .is_err()
-                    {
+                    if !watch(&self.poll, &mut conn, idx) {
                         close(&server, conn, None);
                         free.push(idx);
                         continue;
@@ -293,6 +284,18 @@ pub fn transport(conn: &Conn) -> Transport {
 
 /// Forgets a connection and closes its socket; `reason` (None at startup failures
 /// and shutdown, which memcached does not log) goes to `watch connevents`.
+/// Registers a connection's stream with a worker's poll under slot `idx`'s token
+/// (readable and writable, edge-triggered); false if the kernel refused.
+pub fn watch(poll: &Poll, conn: &mut Conn, idx: usize) -> bool {
+    poll.registry()
+        .register(
+            conn.stream().source(),
+            Token(idx),
+            Interest::READABLE | Interest::WRITABLE,
+        )
+        .is_ok()
+}
+
 pub fn close(server: &Server, conn: Conn, reason: Option<CloseReason>) {
     if let Some(reason) = reason {
         server
