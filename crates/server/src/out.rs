@@ -12,7 +12,9 @@
 //! Positions ([`Out::len`], [`Out::truncate`], what the transports count as sent)
 //! are in the stream, lent bytes included, so the output limit counts lent bytes as
 //! unsent output. An `Out` dereferences to its byte buffer for code that only
-//! appends bytes (every reply but a value); only [`Out::value`] lends. With a
+//! appends bytes (every reply but a value); only [`Out::value`] lends, called by
+//! text get/gets/gat/gats (`exec/text.rs`), meta `mg … v` (`exec/meta.rs`) and the
+//! binary GET/GAT family (`exec/binary.rs`). With a
 //! `lend_min` of 0 (TLS, UDP, `-o value_lend_min=0`) it never lends and is exactly
 //! the byte buffer it was before.
 //!
