@@ -152,6 +152,18 @@ fn the_bound_refuses_leases_and_frees_them_again() {
     for (l, k) in held.iter().zip(&keys) {
         assert_eq!(&l[..], &value(k, 0, 10_000)[..]);
     }
+    // Over the bound, a segment that already has a lease still lends (it holds
+    // nothing more back), and the lent bytes do not move.
+    let again = lend(&e, &keys[0])
+        .expect("hit")
+        .expect("an already lent segment lends");
+    assert_eq!(e.stats().segments.lent_bytes, lent);
+    assert!(
+        lend(&e, &keys[59]).expect("hit").is_none(),
+        "a new segment is refused"
+    );
+    assert_eq!(e.stats().segments.lent_bytes, lent);
+    drop(again);
     drop(held);
     assert_eq!(e.stats().segments.lent_bytes, 0);
     assert!(lend(&e, "k59").expect("hit").is_some());

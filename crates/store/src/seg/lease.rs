@@ -19,9 +19,10 @@
 //!
 //! Nobody waits for a lease: the arena moves a lent, quiescent segment out of limbo
 //! into its held list (not charged against `-m`, see `Arena::charged`) and goes on
-//! with the segments behind it. What leases can hold back is bounded: no new lease
-//! while the segments with leases add up to [`super::segments::Descs::lend_max`]
-//! bytes (a sixteenth of `-m`); the caller copies instead.
+//! with the segments behind it. What leases can hold back is bounded: a segment
+//! gets no first lease while the segments with leases add up to
+//! [`super::segments::Descs::lend_max`] bytes (a sixteenth of `-m`); the caller
+//! copies instead. A segment already lent always lends: it costs nothing more.
 //!
 //! A lease owns an `Arc` of the descriptor table, which owns the segment memory (and
 //! the `-e` memory file's mapping), so a lease may outlive the engine: the memory
@@ -50,8 +51,8 @@ impl std::fmt::Debug for Lender<'_> {
 }
 
 impl Lender<'_> {
-    /// A lease of `value`, bytes of this lender's segment; None when the segments
-    /// with leases already add up to the bound.
+    /// A lease of `value`, bytes of this lender's segment; None when the segment
+    /// has no lease yet and the segments with leases already add up to the bound.
     ///
     /// The caller (the engine's lookup, through [`crate::Item::lend`]) guarantees
     /// that `value` lies in the segment and that the segment cannot be retired
@@ -59,10 +60,6 @@ impl Lender<'_> {
     /// item while pinned, or holds the lock of the partition linking it.
     pub(crate) fn lend(&self, value: &[u8]) -> Option<Lease> {
         let descs = self.descs;
-        let max = descs.lend_max.load(Ordering::Relaxed);
-        if descs.lent_bytes.load(Ordering::Relaxed) >= max as i64 {
-            return None;
-        }
         let d = descs.get(self.seg);
         // Stable while the item is reachable: `cap` changes only with `ptr`, when
         // the segment's memory is given back, which waits for `lent` to be 0.
@@ -70,6 +67,20 @@ impl Lender<'_> {
         // Relaxed: ordered before the reclaimer's check by the unpin (Release) or
         // the partition unlock that follows, see the module docs.
         if d.lent.fetch_add(1, Ordering::Relaxed) == 0 {
+            // A segment no lease held yet: it counts against the bound. (One that
+            // is already lent costs nothing more, so it is always lent.)
+            let max = descs.lend_max.load(Ordering::Relaxed);
+            if descs.lent_bytes.load(Ordering::Relaxed) >= max as i64 {
+                // Refused: take the count back. If another lease came in meanwhile
+                // (it saw a count above 0, so did not count the segment), the
+                // segment stays lent and is counted now, for that lease's drop.
+                if d.lent.fetch_sub(1, Ordering::Release) != 1 {
+                    descs
+                        .lent_bytes
+                        .fetch_add(i64::from(cap), Ordering::Relaxed);
+                }
+                return None;
+            }
             descs
                 .lent_bytes
                 .fetch_add(i64::from(cap), Ordering::Relaxed);

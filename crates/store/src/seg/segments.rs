@@ -117,7 +117,7 @@ pub struct Descs {
     /// that lowers it to 0). A bound, not a lock: Relaxed, and signed because an
     /// addition and a subtraction for the same segment may land in either order.
     pub lent_bytes: AtomicI64,
-    /// No new lease while `lent_bytes` is at least this (a sixteenth of `-m`, set
+    /// No first lease of a segment while `lent_bytes` is at least this (a sixteenth of `-m`, set
     /// with the limit). Relaxed: a plain setting.
     pub lend_max: AtomicU64,
 }
