@@ -96,8 +96,9 @@ impl Lender<'_> {
 }
 
 /// A value's bytes, valid until the lease drops; see the module docs. Taking one
-/// costs two atomic additions (the segment's count and the table's `Arc`) and no
-/// lock; so does dropping it.
+/// costs two atomic additions (the segment's count and the table's `Arc`; a
+/// segment's first lease also reads and adds to the bound's count) and no lock;
+/// so does dropping it.
 pub struct Lease {
     descs: Arc<Descs>,
     seg: u32,
