@@ -285,15 +285,13 @@ impl Conn {
                 return Ok(());
             }
         }
-        let mut slices = Vec::new();
         while self.wpos < self.wbuf.len() {
             let wrote = match self.wbuf.owned_from(self.wpos) {
                 Some(bytes) => self.stream.write(bytes),
                 None => {
+                    let mut slices = Vec::new();
                     self.wbuf.io_slices(self.wpos, &mut slices);
-                    let n = self.stream.write_vectored(&slices);
-                    slices.clear();
-                    n
+                    self.stream.write_vectored(&slices)
                 }
             };
             match wrote {

@@ -40,6 +40,9 @@ impl Stream {
         }
     }
 
+    /// Always inlined, as `read`: the request path's write (a call here cost 30
+    /// instructions a request once `write_vectored` joined it).
+    #[inline(always)]
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),

@@ -137,12 +137,15 @@ impl Out {
     }
 
     /// Empties it, dropping its leases; keeps the buffer's allocation.
+    #[inline]
     pub fn clear(&mut self) {
         self.buf.clear();
-        self.lent.clear();
-        self.lent_bytes = 0;
-        self.base_at = 0;
-        self.base_pos = 0;
+        if self.lent_bytes != 0 {
+            self.lent.clear();
+            self.lent_bytes = 0;
+            self.base_at = 0;
+            self.base_pos = 0;
+        }
     }
 
     /// Releases the leases of values wholly before stream position `sent`: their
