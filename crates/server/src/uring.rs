@@ -493,7 +493,9 @@ impl Loop<'_> {
     }
 
     /// After a run-time failure (see the module docs): closes every connection,
-    /// keeps the send buffers the kernel may still read out of reuse, and takes the
+    /// keeps what sends in flight may still read out of reuse (their bytes, their
+    /// leases, which then never release their segments: at most the `-m`/16 the
+    /// lease bound allows, once; a SENDMSG's msghdr and iovecs), and takes the
     /// UDP sockets off the nested epoll (the epoll worker registers them again).
     /// Returns how many connections it closed.
     fn abandon(&mut self, udp: &mut [crate::udp::Port]) -> usize {
@@ -510,7 +512,9 @@ impl Loop<'_> {
             };
             if let Some(r) = ring_io(&mut conn) {
                 if r.sending {
-                    std::mem::forget(std::mem::take(&mut r.out));
+                    // As `close` parks them in the grave: the bytes (and leases) a
+                    // send in flight reads, and a SENDMSG's msghdr and iovecs.
+                    std::mem::forget((std::mem::take(&mut r.out), std::mem::take(&mut r.vec)));
                 }
             } else {
                 let _ = self.w.poll.registry().deregister(conn.stream().source());
