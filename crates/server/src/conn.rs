@@ -131,6 +131,16 @@ impl Conn {
         &mut self.stream
     }
 
+    /// What a readiness event says of the socket: closed for reading (or failed),
+    /// or readable.
+    pub fn note_event(&mut self, ev: &mio::event::Event) {
+        if ev.is_read_closed() || ev.is_error() {
+            self.set_read_closed();
+        } else if ev.is_readable() {
+            self.set_readable();
+        }
+    }
+
     pub fn set_readable(&mut self) {
         self.may_read = true;
     }

@@ -49,7 +49,8 @@
 //!                 leases, issue 13 part 2) in stream order, the iovecs to send them
 //!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
 //!   counters.rs   per-worker request counters
-//!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*
+//!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*;
+//!                 tests.rs: the parser's unit tests
 //!   auth.rs       SASL PLAIN and -Y password files
 //!   slab.rs       memcached's slab classes (`me`'s cls, `watch`'s clsid)
 //! ```

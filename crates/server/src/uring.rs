@@ -448,21 +448,13 @@ impl Loop<'_> {
                         continue;
                     }
                     let idx = ev.token().0;
-                    if idx >= UDP_TOKENS {
-                        let i = idx - UDP_TOKENS;
-                        if !udp_ready.contains(&i) {
-                            udp_ready.push(i);
-                        }
+                    if worker::note_udp(idx, &mut udp_ready) {
                         continue;
                     }
                     let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
                         continue;
                     };
-                    if ev.is_read_closed() || ev.is_error() {
-                        conn.set_read_closed();
-                    } else if ev.is_readable() {
-                        conn.set_readable();
-                    }
+                    conn.note_event(ev);
                     self.mark(idx);
                 }
             }

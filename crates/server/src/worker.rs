@@ -137,21 +137,13 @@ impl Worker {
                     continue;
                 }
                 let idx = ev.token().0;
-                if idx >= UDP_TOKENS {
-                    let i = idx - UDP_TOKENS;
-                    if !udp_ready.contains(&i) {
-                        udp_ready.push(i);
-                    }
+                if note_udp(idx, &mut udp_ready) {
                     continue;
                 }
                 let Some(conn) = conns.get_mut(idx).and_then(Option::as_mut) else {
                     continue;
                 };
-                if ev.is_read_closed() || ev.is_error() {
-                    conn.set_read_closed();
-                } else if ev.is_readable() {
-                    conn.set_readable();
-                }
+                conn.note_event(ev);
                 let q = Queues {
                     free: &mut free,
                     ready: &mut ready,
@@ -284,6 +276,18 @@ pub fn transport(conn: &Conn) -> Transport {
 
 /// Forgets a connection and closes its socket; `reason` (None at startup failures
 /// and shutdown, which memcached does not log) goes to `watch connevents`.
+/// If `token` is a UDP socket's, queues that socket to be served (once) and says
+/// so; false for a connection's token.
+pub fn note_udp(token: usize, udp_ready: &mut Vec<usize>) -> bool {
+    let Some(i) = token.checked_sub(UDP_TOKENS) else {
+        return false;
+    };
+    if !udp_ready.contains(&i) {
+        udp_ready.push(i);
+    }
+    true
+}
+
 /// Registers a connection's stream with a worker's poll under slot `idx`'s token
 /// (readable and writable, edge-triggered); false if the kernel refused.
 pub fn watch(poll: &Poll, conn: &mut Conn, idx: usize) -> bool {

@@ -267,32 +267,27 @@ fn distinct(i: usize, _m: u64) -> usize {
     i
 }
 
-#[test]
-fn bound_1_byte_values_10_byte_keys() {
-    bound_case(&Kind {
+/// The smallest items: 1-byte values under distinct 10-byte keys.
+fn one_byte_values() -> Kind {
+    Kind {
         name: "1-byte values, 10-byte keys",
         key_len: 10,
         size: |_, _| 1,
         key: distinct,
         times_m: 2.0,
         churn: false,
-    });
+    }
+}
+
+#[test]
+fn bound_1_byte_values_10_byte_keys() {
+    bound_case(&one_byte_values());
 }
 
 /// The smallest `-m` the README promises the bound for, with the smallest items.
 #[test]
 fn bound_1_byte_values_at_8_mb() {
-    bound_case_at(
-        &Kind {
-            name: "1-byte values, 10-byte keys",
-            key_len: 10,
-            size: |_, _| 1,
-            key: distinct,
-            times_m: 2.0,
-            churn: false,
-        },
-        &[(8, true), (8, false)],
-    );
+    bound_case_at(&one_byte_values(), &[(8, true), (8, false)]);
 }
 
 #[test]

@@ -270,6 +270,17 @@ impl Table<'_> {
             .count()
     }
 
+    /// Places every item of `from` in this (unpublished) table, hashing each by its
+    /// location with `rehash`; false when one does not fit.
+    fn take_all(&self, from: &Table<'_>, rehash: &impl Fn(Loc) -> u64) -> bool {
+        from.buckets
+            .iter()
+            .flat_map(|b| b.slots.iter())
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&v| v != 0)
+            .all(|v| self.place(rehash(decode(v)), v))
+    }
+
     /// Places a slot value in the emptier candidate bucket; false when both are full.
     fn place(&self, h: u64, value: u64) -> bool {
         let (b1, b2) = buckets_of(h, self.len());
@@ -626,14 +637,7 @@ impl Locked<'_> {
             };
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
-            let old_fit = old
-                .buckets
-                .iter()
-                .flat_map(|b| b.slots.iter())
-                .map(|s| s.load(Ordering::Relaxed))
-                .filter(|&v| v != 0)
-                .all(|v| t.place(rehash(decode(v)), v));
-            if old_fit && t.place(h, value) {
+            if t.take_all(&old, &rehash) && t.place(h, value) {
                 break (packed, None);
             }
             if n == MAX_BUCKETS {
@@ -688,14 +692,7 @@ impl Locked<'_> {
             };
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
-            let fit = old
-                .buckets
-                .iter()
-                .flat_map(|b| b.slots.iter())
-                .map(|s| s.load(Ordering::Relaxed))
-                .filter(|&v| v != 0)
-                .all(|v| t.place(rehash(decode(v)), v));
-            if fit {
+            if t.take_all(&old, &rehash) {
                 self.publish(packed);
                 return true;
             }

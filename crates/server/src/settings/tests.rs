@@ -1,0 +1,190 @@
+//! The command line parser against memcached's flags and getopt's conventions.
+
+use super::*;
+
+fn run(args: &[&str]) -> Result<Settings, String> {
+    match parse(args.iter().map(|s| s.to_string()))? {
+        Command::Run(s) => Ok(*s),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[test]
+fn defaults() {
+    let s = run(&[]).expect("defaults");
+    assert_eq!(
+        (s.port, s.threads, s.memory_limit_mb, s.max_connections),
+        (11211, 4, 64, 1024)
+    );
+    assert_eq!(s.listen, vec!["127.0.0.1"]);
+    assert_eq!(s.item_size_max, 1 << 20);
+}
+
+#[test]
+fn repeated_listen_adds_addresses() {
+    let s = run(&["-l", "127.0.0.1,::1", "-l", "[::1]:5"]).expect("run");
+    assert_eq!(s.listen, vec!["127.0.0.1", "::1", "[::1]:5"]);
+}
+
+#[test]
+fn getopt_forms() {
+    let s = run(&[
+        "-p1234",
+        "-m",
+        "128",
+        "--threads=2",
+        "--conn-limit",
+        "10",
+        "-vvv",
+        "-MC",
+    ])
+    .expect("ok");
+    assert_eq!(
+        (s.port, s.memory_limit_mb, s.threads, s.max_connections),
+        (1234, 128, 2, 10)
+    );
+    assert_eq!(s.verbose, 3);
+    assert!(s.no_evict && !s.use_cas);
+    let s = run(&["-I", "2m", "-o", "idle_timeout=5,hashpower=20,modern"]).expect("ok");
+    assert_eq!(
+        (s.item_size_max, s.idle_timeout_secs, s.hash_power),
+        (2 << 20, 5, 20)
+    );
+    assert!(s.dump_enabled && !s.track_sizes);
+    let s = run(&["-o", "io=uring"]).expect("ok");
+    assert_eq!(s.io, IoKind::Uring);
+    let s = run(&["-o", "io=uring,io=epoll"]).expect("ok");
+    assert_eq!(s.io, IoKind::Epoll);
+    assert!(run(&["-o", "io=kqueue"])
+        .err()
+        .is_some_and(|e| e.contains("unknown transport")));
+    assert_eq!(run(&[]).expect("ok").value_lend_min, VALUE_LEND_MIN);
+    let s = run(&["-o", "value_lend_min=0"]).expect("ok");
+    assert_eq!(s.value_lend_min, 0);
+    let s = run(&["-o", "value_lend_min=2048"]).expect("ok");
+    assert_eq!(s.value_lend_min, 2048);
+    assert!(run(&["-o", "value_lend_min=x"]).is_err());
+    let s = run(&["-X", "-o", "track_sizes"]).expect("ok");
+    assert!(!s.dump_enabled && s.track_sizes);
+    let s = run(&["--disable-dumping"]).expect("ok");
+    assert!(!s.dump_enabled);
+}
+
+#[test]
+fn service_flags() {
+    let s = run(&["-u", "memcache", "-r", "-d", "-P", "run/x.pid"]).expect("ok");
+    assert_eq!(s.user.as_deref(), Some("memcache"));
+    assert!(s.enable_coredumps && s.daemonize);
+    // -d changes directory to /, so a relative -P means the starting directory.
+    let cwd = std::env::current_dir().expect("cwd");
+    assert_eq!(
+        s.pid_file,
+        Some(cwd.join("run/x.pid").display().to_string())
+    );
+    let s = run(&["-P", "/run/memcrab.pid"]).expect("ok");
+    assert_eq!(s.pid_file.as_deref(), Some("/run/memcrab.pid"));
+    assert_eq!((s.user, s.enable_coredumps), (None, false));
+}
+
+#[test]
+fn udp_port() {
+    let s = run(&["-U", "5000"]).expect("ok");
+    // memcached: -U without -p serves TCP on the UDP port too.
+    assert_eq!((s.udp_port, s.port), (5000, 5000));
+    let s = run(&["-U", "5000", "-p", "6000"]).expect("ok");
+    assert_eq!((s.udp_port, s.port), (5000, 6000));
+    let s = run(&["-p", "6000"]).expect("ok");
+    assert_eq!((s.udp_port, s.port), (0, 6000));
+    let s = run(&["-U", "0"]).expect("ok");
+    assert_eq!((s.udp_port, s.port), (0, 11211));
+}
+
+#[test]
+fn tls_options() {
+    let s = run(&[
+        "-Z",
+        "-o",
+        "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_verify_mode=2,ssl_ca_cert=ca.pem",
+        "-o",
+        "ssl_wbuf_size=32,ssl_min_version=3,ssl_session_cache,ssl_ciphers=HIGH",
+        "-l",
+        "127.0.0.1,notls:127.0.0.1:11212",
+    ])
+    .expect("ok");
+    let t = &s.tls;
+    assert!(t.enabled && t.session_cache && !t.kernel_tls);
+    assert_eq!(
+        (
+            t.chain_cert.as_deref(),
+            t.key.as_deref(),
+            t.ca_cert.as_deref()
+        ),
+        (Some("c.pem"), Some("k.pem"), Some("ca.pem"))
+    );
+    assert_eq!((t.verify_mode, t.verify_mode_bits()), (2, 3));
+    assert_eq!((t.min_version, t.min_version_name()), (3, "tlsv1.3"));
+    assert_eq!(
+        (t.wbuf_size, t.ciphers.as_deref()),
+        (32 * 1024, Some("HIGH"))
+    );
+    // Without -Z the options are taken (as memcached), TLS stays off.
+    let s = run(&["-o", "ssl_verify_mode=1"]).expect("ok");
+    assert!(!s.tls.enabled);
+    // memcached's messages, word for word.
+    let rows: &[(&[&str], &str)] = &[
+        (
+            &["-o", "ssl_verify_mode=4"],
+            "Invalid ssl_verify_mode. Use help to see valid options.",
+        ),
+        (
+            &["-o", "ssl_verify_mode=x"],
+            "could not parse argument to ssl_verify_mode",
+        ),
+        (
+            &["-o", "ssl_min_version=tlsv1.2"],
+            "could not parse argument to ssl_min_version",
+        ),
+        (
+            &["-o", "ssl_min_version=4"],
+            "Invalid ssl_min_version. Use help to see valid options.",
+        ),
+        (&["-o", "ssl_chain_cert"], "Missing ssl_chain_cert argument"),
+        (
+            &["-o", "ssl_keyformat=pem"],
+            "could not parse argument to ssl_keyformat",
+        ),
+        (
+            &["-o", "ssl_wbuf_size=-1"],
+            "could not parse argument to ssl_wbuf_size",
+        ),
+        (
+            &["-l", "notls:127.0.0.1:1"],
+            "'notls' option is valid only when SSL is enabled",
+        ),
+    ];
+    for (args, want) in rows {
+        assert_eq!(run(args).expect_err("must fail"), *want, "{args:?}");
+    }
+}
+
+#[test]
+fn errors_name_the_flag() {
+    let rows: &[(&[&str], &str)] = &[
+        (&["-p", "x"], "-p"),
+        (&["-t", "0"], "-t"),
+        (&["-I", "512"], "-I"),
+        (&["-I", "40m"], "-I"),
+        (&["-m", "1024", "-I", "2000m"], "-I"),
+        (&["-U", "x"], "-U"),
+        (&["-U", "70000"], "-U"),
+        (&["-o", "bogus"], "Illegal suboption"),
+        (&["-o", "hashpower=2"], "hashpower"),
+        (&["-Q"], "'Q'"),
+        (&["--nope"], "--nope"),
+        (&["-p"], "'p'"),
+    ];
+    for (args, want) in rows {
+        let err = run(args).expect_err("must fail");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
