@@ -23,60 +23,27 @@
 //!
 //! ```text
 //!   main.rs       flags, binding, threads, signals
-//!   listen.rs     the acceptor thread (-c), hands connections to workers
-//!   uring.rs      a worker on io_uring (-o io=uring): multishot receives into a
-//!                 provided buffer ring, one batched submit per turn; its mio Poll
-//!                 (waker, UDP, TLS) nested as one POLL_ADD
-//!   worker.rs     a worker's mio event loop over its connections and UDP sockets
-//!   conn.rs       transport: a TCP/unix stream's buffers and read/serve/write cycle
-//!                 (the same for both workers)
-//!   udp.rs        transport: datagram framing of requests and replies (-U)
+//!   startup/      settings/ (the command line), service.rs (-u, -d, -P, -r), auth.rs
+//!                 (SASL and -Y password files), listen.rs (the acceptor thread, -c)
+//!   io/           the transport: worker.rs (epoll loop), uring.rs and ringio.rs
+//!                 (io_uring loop), conn.rs (a stream's read/serve/write cycle), udp.rs,
+//!                 tls.rs, net.rs (sockets), out.rs (reply bytes and lent values),
+//!                 handoff.rs (acceptor → worker)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
 //!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)
-//!   stats.rs      the `stats` report writer
-//!   handoff.rs    acceptor → worker: NewConn and the waker token
+//!   admin/        stats.rs (the `stats` writer), counters.rs, watch.rs, prefix.rs
+//!                 (`stats detail`), slab.rs (memcached's classes), tunables.rs
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
-//!   watch.rs      `watch`: the hub of log streams (who watches what, bounded
-//!                 per-watcher queues, waking the watcher's worker), evictions' lines
-//!   service.rs    -u, -d, -P, -r: leaving root, daemonizing, the pid file
-//!   tunables.rs   what admin commands set at run time (lru_crawler, slabs, lru)
-//!   prefix.rs     `stats detail`: per key prefix counters
-//!   net.rs        socket makers (-l/-p/-s/-U), the Stream type
-//!   ringio.rs     a stream whose bytes io_uring moves: inbox, out, in-flight flags
-//!   out.rs        a connection's output (Out): reply bytes and lent values (store
-//!                 leases, issue 13 part 2) in stream order, the iovecs to send them
-//!   tls.rs        TLS (-Z) on rustls: reloadable config, the TLS stream
-//!   counters.rs   per-worker request counters
-//!   settings/    the command line (memcached's flags), parser limits; tls.rs: -Z, ssl_*;
-//!                 tests.rs: the parser's unit tests
-//!   auth.rs       SASL PLAIN and -Y password files
-//!   slab.rs       memcached's slab classes (`me`'s cls, `watch`'s clsid)
 //! ```
 
-mod auth;
-mod conn;
-mod counters;
+mod admin;
 mod exec;
-mod handoff;
-mod listen;
-mod net;
-mod out;
-mod prefix;
+mod io;
 mod request;
-mod ringio;
 mod server;
-mod service;
-mod settings;
-mod slab;
-mod stats;
-mod tls;
-mod tunables;
-mod udp;
-mod uring;
-mod watch;
-mod worker;
+mod startup;
 
 use std::sync::Arc;
 use std::thread;
@@ -88,8 +55,11 @@ use memcrab_store::seg::Seg;
 use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
 
+use crate::admin::{slab, watch};
+use crate::io::{handoff, net, tls, udp, uring, worker};
 use crate::server::Server;
-use crate::settings::{Command, EngineKind, IoKind, Settings};
+use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
+use crate::startup::{listen, service, settings};
 
 fn main() {
     let cmd = match settings::parse(std::env::args().skip(1)) {

@@ -33,8 +33,8 @@ use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
 use crate::exec::{self, Ctx, Flow, Resume};
-use crate::out::Out;
-use crate::settings::{parse_config, Protocol, Settings};
+use crate::io::out::Out;
+use crate::startup::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
 /// has no newline within this many bytes.

@@ -10,12 +10,12 @@ use std::sync::{Arc, OnceLock};
 use memcrab_store::Engine;
 use parking_lot::{Mutex, RwLock};
 
-use crate::auth::Users;
-use crate::counters::{Counters, Totals};
-use crate::prefix::Prefixes;
-use crate::settings::Settings;
-use crate::tunables::Tunables;
-use crate::watch::Hub;
+use crate::admin::counters::{Counters, Totals};
+use crate::admin::prefix::Prefixes;
+use crate::admin::tunables::Tunables;
+use crate::admin::watch::Hub;
+use crate::startup::auth::Users;
+use crate::startup::settings::Settings;
 
 /// The version memcrab reports: the memcached release whose protocol it implements,
 /// then its own, so that clients that gate features on the version number work.
@@ -72,7 +72,7 @@ pub struct Server {
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
-    pub tls: Option<Arc<crate::tls::Tls>>,
+    pub tls: Option<Arc<crate::io::tls::Tls>>,
     /// What admin commands set at run time (see its docs for its locks).
     pub tunables: Tunables,
     /// `stats detail` counters (see its docs for its lock).
@@ -85,7 +85,7 @@ impl Server {
     pub fn new(
         mut settings: Settings,
         engine: Arc<dyn Engine>,
-        tls: Option<Arc<crate::tls::Tls>>,
+        tls: Option<Arc<crate::io::tls::Tls>>,
     ) -> Self {
         let users = settings.users.take();
         Server {
@@ -143,8 +143,8 @@ impl Server {
             return Ok(());
         };
         let flag = match format {
-            crate::auth::Format::AuthFile => "-Y",
-            crate::auth::Format::SaslPwdb => "-S: MEMCACHED_SASL_PWDB",
+            crate::startup::auth::Format::AuthFile => "-Y",
+            crate::startup::auth::Format::SaslPwdb => "-S: MEMCACHED_SASL_PWDB",
         };
         let users = Users::load(path, *format).map_err(|e| format!("{flag}: {e}"))?;
         *self.users.write() = Some(Arc::new(users));
@@ -168,7 +168,7 @@ impl Server {
         // New TLS connections get the files' certificates from now on; a broken
         // file changes nothing.
         if let Some(tls) = &self.tls {
-            if let Err(e) = crate::tls::reload_certs(Some(tls)) {
+            if let Err(e) = crate::io::tls::reload_certs(Some(tls)) {
                 eprintln!("memcrab: SIGHUP: {e}");
             }
         }

@@ -1,9 +1,9 @@
 //! Admin requests (`proto_text.c`'s `process_lru_crawler_command`,
 //! `process_slabs_command`, `process_lru_command`, and `process_watch_command`'s
 //! checks): the key dumps, which walk the store, the tuning commands, which memcrab
-//! accepts with memcached's answers and records in [`crate::tunables`] without acting
+//! accepts with memcached's answers and records in [`crate::admin::tunables`] without acting
 //! on them where they tune machinery it does not have (see docs/operations.md for
-//! each), and `watch`, whose stream the transport runs (`crate::watch`).
+//! each), and `watch`, whose stream the transport runs (`crate::admin::watch`).
 //!
 //! A key dump (`lru_crawler metadump|mgdump`) streams: it walks the store a share at
 //! a time ([`memcrab_store::Engine::walk`]), appending one line per live item, and

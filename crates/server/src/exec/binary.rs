@@ -17,10 +17,10 @@ use memcrab_store::{
 use super::{
     count_fetch, count_store, count_too_large, store_cmd, Ctx, FetchWatch, Flow, Mutation,
 };
-use crate::auth;
-use crate::out::Out;
-use crate::prefix::Op;
+use crate::admin::prefix::Op;
+use crate::io::out::Out;
 use crate::server::VERSION;
+use crate::startup::auth;
 
 /// A connection's SASL state.
 #[derive(Debug, Default)]
@@ -398,7 +398,7 @@ fn stat(h: &Header, key: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) {
         bin::error(out, h, status::KEY_ENOENT);
         return;
     };
-    crate::stats::render(cx.server, group, None, &mut text);
+    crate::admin::stats::render(cx.server, group, None, &mut text);
     for line in text.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if let Some(kv) = line.strip_prefix(b"STAT ") {

@@ -30,7 +30,7 @@ use memcrab_store::{
     RelTime, StoreOpts, StoreResult, Vivify,
 };
 
-use crate::out::Out;
+use crate::io::out::Out;
 
 use super::{
     before_delete, count_fetch, count_store, count_too_large, note_delete, note_fetch, store_cmd,
@@ -453,7 +453,7 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         };
         let size =
             memcached_item_bytes(it.key.len(), it.flags, it.value.len(), settings.use_cas) as u32;
-        let cls = crate::slab::slab_class(size, settings.chunk_size, settings.growth_factor);
+        let cls = crate::admin::slab::slab_class(size, settings.chunk_size, settings.growth_factor);
         // Writing to a Vec cannot fail.
         let _ = write!(
             out,

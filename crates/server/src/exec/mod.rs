@@ -29,9 +29,9 @@ use memcrab_store::{
     DeleteResult, Engine, Fetch, GetOpts, Item, Mode, RelTime, StoreResult, WalkCursor,
 };
 
-use crate::counters::Counters;
+use crate::admin::counters::Counters;
+use crate::admin::slab::Classes;
 use crate::server::Server;
-use crate::slab::Classes;
 
 /// What a worker needs to execute requests (one per worker thread).
 pub struct Ctx<'a> {

@@ -13,8 +13,8 @@ use super::{
     before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, FetchWatch, Flow,
     Mutation, Resume,
 };
-use crate::out::Out;
-use crate::prefix::Op;
+use crate::admin::prefix::Op;
+use crate::io::out::Out;
 use crate::server::VERSION;
 
 /// How many keys ahead a multiget prefetches index buckets, and items.
@@ -220,7 +220,7 @@ pub fn execute(
             Flow::Next
         }
         Request::Stats { sub, arg } => {
-            crate::stats::render(cx.server, sub, arg, out);
+            crate::admin::stats::render(cx.server, sub, arg, out);
             Flow::Next
         }
         Request::FlushAll { delay, noreply } => {
@@ -274,7 +274,7 @@ pub fn execute(
         Request::RefreshCerts { noreply } => {
             // memcached's process_refresh_certs_command: noreply silences OK only;
             // an error is always written.
-            match crate::tls::reload_certs(cx.server.tls.as_deref()) {
+            match crate::io::tls::reload_certs(cx.server.tls.as_deref()) {
                 Ok(()) => put(out, noreply, reply::OK),
                 Err(msg) => {
                     out.extend_from_slice(msg.as_bytes());

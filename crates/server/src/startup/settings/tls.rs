@@ -1,8 +1,8 @@
 //! TLS's part of the command line: `-Z`, memcached's `-o ssl_*` sub-options with
-//! memcached's messages, and the `notls:` listener prefix. `crate::tls` builds
+//! memcached's messages, and the `notls:` listener prefix. `crate::io::tls` builds
 //! rustls's configuration from [`TlsSettings`].
 
-/// `-Z` and `-o ssl_*`, as memcached 1.6 takes them (`crate::tls` builds rustls's
+/// `-Z` and `-o ssl_*`, as memcached 1.6 takes them (`crate::io::tls` builds rustls's
 /// configuration from these). Defaults are memcached's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsSettings {

@@ -1,4 +1,4 @@
-//! A stream connection served by io_uring ([`crate::uring`]): the socket, the bytes
+//! A stream connection served by io_uring ([`crate::io::uring`]): the socket, the bytes
 //! its multishot receive delivered and the connection has not read yet, and the
 //! reply bytes handed to the ring's send.
 //!
@@ -8,12 +8,12 @@
 //!                                       over `vec`'s iovecs when out holds leases)──► socket
 //! ```
 //!
-//! When the output holds values lent by the store ([`crate::out`]), the send is a
+//! When the output holds values lent by the store ([`crate::io::out`]), the send is a
 //! SENDMSG whose iovec array and msghdr ([`VecSend`]) live here, untouched until its
 //! completion; a partial send is resubmitted from where it stopped, and each lease
 //! is released once a completion covered its last byte.
 //!
-//! To [`crate::conn::Conn`] it is just another [`crate::net::Stream`]: `read`
+//! To [`crate::io::conn::Conn`] it is just another [`crate::io::net::Stream`]: `read`
 //! returns what was delivered (or `WouldBlock`), `write` takes replies while no send
 //! is under way (else `WouldBlock`, so the connection's output limit and resume work
 //! as over epoll), and `has_pending_output` holds while a send is under way. The
@@ -22,7 +22,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::out::{Out, IOV_MAX};
+use crate::io::out::{Out, IOV_MAX};
 
 /// Delivered bytes above which the worker cancels the connection's receive until
 /// the connection has read them (as the epoll path stops reading while its output

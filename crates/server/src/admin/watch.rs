@@ -36,7 +36,7 @@ use memcrab_proto::text::watch::{self as line, CloseReason, Transport};
 use memcrab_store::{Clock, Evicted, EvictionListener};
 use parking_lot::{Mutex, RwLock};
 
-use crate::slab::Classes;
+use crate::admin::slab::Classes;
 
 /// memcached's `WATCHER_LIMIT`.
 pub const WATCHER_LIMIT: usize = 20;

@@ -13,11 +13,11 @@
 //! Every request already buffered is served in one batch and all their replies are
 //! written with a single `write`: one send per batch, not per request. Memory per
 //! connection is bounded: the read buffer holds at most one request (a value is at
-//! most `-I`, a get line at most [`crate::settings::MAX_GET_LINE`]), and while more
+//! most `-I`, a get line at most [`crate::startup::settings::MAX_GET_LINE`]), and while more
 //! than [`OUTPUT_HIGH_WATER`] bytes of replies are unsent the connection neither
 //! serves nor reads, so a client that never reads its replies cannot grow the server.
 //!
-//! Large values may be lent by the store instead of copied ([`crate::out`]): on a
+//! Large values may be lent by the store instead of copied ([`crate::io::out`]): on a
 //! plain TCP or unix stream, values of at least `-o value_lend_min` bytes; the
 //! output is then sent with one `writev` of up to `IOV_MAX` pieces per call, and a
 //! lease is released once the kernel took its last byte. Lent bytes count as unsent
@@ -30,12 +30,12 @@ use std::sync::Arc;
 
 use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
+use crate::admin::watch::Watcher;
 use crate::exec::Ctx;
-use crate::net::Stream;
-use crate::out::Out;
+use crate::io::net::Stream;
+use crate::io::out::Out;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
-use crate::watch::Watcher;
 
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use memcrab_proto::text::watch::{CloseReason, Transport};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::conn::{Conn, Next};
 use crate::exec::Ctx;
-use crate::handoff::{NewConn, WAKE};
+use crate::io::conn::{Conn, Next};
+use crate::io::handoff::{NewConn, WAKE};
 use crate::request::Session;
 use crate::server::Server;
 
@@ -47,7 +47,7 @@ pub struct Worker {
     pub rx: Receiver<NewConn>,
     pub server: Arc<Server>,
     /// This worker's handles on the UDP sockets (`-U`).
-    pub udp: Vec<crate::udp::Port>,
+    pub udp: Vec<crate::io::udp::Port>,
 }
 
 impl Worker {

@@ -41,7 +41,7 @@ use rustls::{
     ServerConnection, SignatureScheme, SupportedCipherSuite,
 };
 
-use crate::settings::{Settings, TlsSettings};
+use crate::startup::settings::{Settings, TlsSettings};
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;

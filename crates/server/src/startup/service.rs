@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{self, User};
 
-use crate::settings::Settings;
+use crate::startup::settings::Settings;
 
 /// sysexits.h, as memcached exits.
 pub const EX_NOUSER: i32 = 67;

@@ -1,5 +1,5 @@
 //! A worker on io_uring (`-o io=uring`): the same connections, the same
-//! [`Conn::drive`] and request step as the epoll worker ([`crate::worker`]), but the
+//! [`Conn::drive`] and request step as the epoll worker ([`crate::io::worker`]), but the
 //! bytes move through one ring per worker.
 //!
 //! ```text
@@ -44,14 +44,14 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use memcrab_proto::text::watch::CloseReason;
 use mio::{Events, Interest, Token};
 
-use crate::conn::{Conn, Next};
 use crate::exec::Ctx;
-use crate::handoff::WAKE;
-use crate::net::Stream;
-use crate::out::Out;
+use crate::io::conn::{Conn, Next};
+use crate::io::handoff::WAKE;
+use crate::io::net::Stream;
+use crate::io::out::Out;
+use crate::io::ringio::{Plain, RingIo, VecSend};
+use crate::io::worker::{self, Worker, UDP_TOKENS};
 use crate::request::Session;
-use crate::ringio::{Plain, RingIo, VecSend};
-use crate::worker::{self, Worker, UDP_TOKENS};
 
 /// Submission queue entries; the completion queue is four times as long.
 const SQ_ENTRIES: u32 = 1024;
@@ -334,7 +334,7 @@ pub fn run(w: Worker) {
 }
 
 impl Loop<'_> {
-    fn run(&mut self, bufs: &mut BufRing, udp: &mut [crate::udp::Port]) {
+    fn run(&mut self, bufs: &mut BufRing, udp: &mut [crate::io::udp::Port]) {
         let server = self.cx.server;
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
@@ -490,7 +490,7 @@ impl Loop<'_> {
     /// lease bound allows, once; a SENDMSG's msghdr and iovecs), and takes the
     /// UDP sockets off the nested epoll (the epoll worker registers them again).
     /// Returns how many connections it closed.
-    fn abandon(&mut self, udp: &mut [crate::udp::Port]) -> usize {
+    fn abandon(&mut self, udp: &mut [crate::io::udp::Port]) -> usize {
         for port in udp.iter_mut() {
             let _ = self.w.poll.registry().deregister(port.source());
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use mio::Token;
 
-use crate::net::Stream;
+use crate::io::net::Stream;
 use crate::server::ConnInfo;
 
 /// The token of an event loop's waker (the acceptor's and every worker's).

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::settings::Settings;
+use crate::startup::settings::Settings;
 
 /// `lru tune`, `lru mode` and `lru temp_ttl` values (memcached's defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -12,8 +12,8 @@ use std::time::Duration;
 use memcrab_proto::text::reply;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::handoff::{NewConn, WAKE};
-use crate::net::{Listener, Stream};
+use crate::io::handoff::{NewConn, WAKE};
+use crate::io::net::{Listener, Stream};
 use crate::server::{ConnInfo, Server};
 
 /// The acceptor thread's loop.

@@ -1,6 +1,6 @@
 //! The `stats` report writer: renders `stats`, `stats settings|items|slabs|sizes|
 //! conns|reset|detail` as memcached's `process_stat` does, from the workers' counters
-//! ([`crate::counters`]), the engine's stats and the server's bookkeeping.
+//! ([`crate::admin::counters`]), the engine's stats and the server's bookkeeping.
 
 use std::sync::atomic::Ordering;
 
@@ -297,7 +297,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     // Connections over -c are answered and closed at once: memcached's maxconns_fast.
     stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", s.hash_power);
-    // What the admin commands set (crate::tunables), in memcached's order.
+    // What the admin commands set (crate::admin::tunables), in memcached's order.
     let t = &server.tunables;
     stat(out, "slab_reassign", "yes");
     stat(

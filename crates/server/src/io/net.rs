@@ -1,6 +1,6 @@
 //! Sockets: the makers of every listening socket (TCP and unix listeners, UDP
 //! sockets) from `-l`/`-p`/`-s`/`-U`, and the stream type a connection reads and
-//! writes (plain, or TLS from [`crate::tls`]). Nothing here knows about requests.
+//! writes (plain, or TLS from [`crate::io::tls`]). Nothing here knows about requests.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -9,9 +9,9 @@ use std::os::fd::AsRawFd;
 use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
-use crate::ringio::RingIo;
-use crate::settings::{Settings, NOTLS_PREFIX};
-use crate::tls::TlsStream;
+use crate::io::ringio::RingIo;
+use crate::io::tls::TlsStream;
+use crate::startup::settings::{Settings, NOTLS_PREFIX};
 
 /// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
 /// the kernel grants; Linux caps it at net.core.wmem_max).

@@ -71,10 +71,10 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
 use crate::exec::{Ctx, Flow};
-use crate::out::Out;
+use crate::io::out::Out;
 use crate::request::{Session, Step};
 use crate::server::{ConnInfo, Server};
-use crate::settings::parse_config;
+use crate::startup::settings::parse_config;
 
 /// The frame header's size (doc/protocol.txt).
 pub const HEADER_BYTES: usize = 8;

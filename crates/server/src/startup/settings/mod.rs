@@ -129,10 +129,10 @@ pub struct Settings {
     pub auth_file: Option<String>,
     /// The file `users` came from (`-Y`'s, or `MEMCACHED_SASL_PWDB` with `-S`), made
     /// absolute; SIGHUP reads it again (`Server::reload`).
-    pub users_file: Option<(String, crate::auth::Format)>,
+    pub users_file: Option<(String, crate::startup::auth::Format)>,
     /// The users as read at startup. `Server::new` moves them into the server, whose
     /// copy SIGHUP replaces: read `Server::users()`, never this (None once running).
-    pub users: Option<std::sync::Arc<crate::auth::Users>>,
+    pub users: Option<std::sync::Arc<crate::startup::auth::Users>>,
     /// `-Z` and the `ssl_*` sub-options.
     pub tls: TlsSettings,
 }
@@ -528,10 +528,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         return Err("-S and -Y cannot be used together".into());
     }
     if let Some(path) = &s.auth_file {
-        let users = crate::auth::Users::load(path, crate::auth::Format::AuthFile)
+        let users = crate::startup::auth::Users::load(path, crate::startup::auth::Format::AuthFile)
             .map_err(|e| format!("-Y: {e}"))?;
         s.users = Some(std::sync::Arc::new(users));
-        s.users_file = Some((absolute(path), crate::auth::Format::AuthFile));
+        s.users_file = Some((absolute(path), crate::startup::auth::Format::AuthFile));
     }
     if s.sasl {
         let Some(path) = std::env::var_os("MEMCACHED_SASL_PWDB") else {
@@ -540,10 +540,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             );
         };
         let path = path.to_string_lossy().into_owned();
-        let users = crate::auth::Users::load(&path, crate::auth::Format::SaslPwdb)
-            .map_err(|e| format!("-S: MEMCACHED_SASL_PWDB: {e}"))?;
+        let users =
+            crate::startup::auth::Users::load(&path, crate::startup::auth::Format::SaslPwdb)
+                .map_err(|e| format!("-S: MEMCACHED_SASL_PWDB: {e}"))?;
         s.users = Some(std::sync::Arc::new(users));
-        s.users_file = Some((absolute(&path), crate::auth::Format::SaslPwdb));
+        s.users_file = Some((absolute(&path), crate::startup::auth::Format::SaslPwdb));
     }
 
     if s.udp_port != 0 {
