@@ -504,16 +504,132 @@ mod tests {
     }
 
     #[test]
-    fn readme_lists_every_mask_and_avoided_request() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-                .expect("README.md");
-        for what in MASKS
+    fn compatibility_page_lists_every_mask_and_avoided_request() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/compatibility.md");
+        let page = std::fs::read_to_string(path).expect("docs/compatibility.md");
+        let list = page
+            .split_once("\n## The differential fuzzer's mask list\n")
+            .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
+            .expect("docs/compatibility.md has the mask list's heading");
+        let whats: Vec<&str> = MASKS
             .iter()
             .map(|m| m.what)
             .chain(AVOIDED.iter().map(|a| a.what))
-        {
-            assert!(readme.contains(what), "README.md does not list {what:?}");
+            .collect();
+        for what in &whats {
+            assert!(
+                list.lines().any(|l| l.starts_with(&format!("- {what}: "))),
+                "docs/compatibility.md's mask list does not name {what:?}"
+            );
         }
+        // And it names nothing else: one entry per line that opens a bullet.
+        let entries = list.lines().filter(|l| l.starts_with("- ")).count();
+        assert_eq!(
+            entries,
+            whats.len(),
+            "docs/compatibility.md's mask list has entries mask.rs does not"
+        );
+    }
+
+    /// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_`
+    /// kept, spaces made `-`, everything else dropped.
+    fn anchor(heading: &str) -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                '-' | '_' => Some(c),
+                c if c.is_alphanumeric() => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The lines of a Markdown file outside fenced code blocks.
+    fn prose(text: &str) -> impl Iterator<Item = &str> {
+        let mut fenced = false;
+        text.lines().filter(move |l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+    }
+
+    /// The anchors of a Markdown file's headings (a repeated heading's get `-1`, ...).
+    fn anchors(text: &str) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        for l in prose(text) {
+            let Some(h) = l.strip_prefix('#') else {
+                continue;
+            };
+            let a = anchor(h.trim_start_matches('#'));
+            let n = seen.iter().filter(|s| **s == a).count();
+            out.push(if n == 0 {
+                a.clone()
+            } else {
+                format!("{a}-{n}")
+            });
+            seen.push(a);
+        }
+        out
+    }
+
+    #[test]
+    fn every_link_in_readme_and_docs_resolves() {
+        let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let mut files = vec![root.join("README.md")];
+        let docs = std::fs::read_dir(root.join("docs")).expect("docs/");
+        for e in docs.flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                files.push(e.path());
+            }
+        }
+        assert!(files.len() > 2, "README.md and docs/*.md");
+        let mut broken = Vec::new();
+        let mut checked = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file).expect("a Markdown file");
+            let dir = file.parent().expect("a file's folder");
+            for line in prose(&text) {
+                for (i, _) in line.match_indices("](") {
+                    let rest = &line[i + 2..];
+                    let Some(end) = rest.find(')') else { continue };
+                    let target = &rest[..end];
+                    if target.contains("://") || target.starts_with("mailto:") {
+                        continue;
+                    }
+                    checked += 1;
+                    let (path, frag) = target.split_once('#').unwrap_or((target, ""));
+                    let linked = if path.is_empty() {
+                        file.clone()
+                    } else {
+                        dir.join(path)
+                    };
+                    let ok = if frag.is_empty() {
+                        linked.exists()
+                    } else {
+                        std::fs::read_to_string(&linked)
+                            .is_ok_and(|t| anchors(&t).iter().any(|a| a == frag))
+                    };
+                    if !ok {
+                        broken.push(format!("{}: {target}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            checked > 10,
+            "found only {checked} links: is the scan right?"
+        );
+        assert!(
+            broken.is_empty(),
+            "links that resolve to nothing:\n{}",
+            broken.join("\n")
+        );
     }
 }
