@@ -84,8 +84,8 @@ SETTINGS_STATS = tuple(
     tcp_backlog binding_protocol chunk_size growth_factor detail_enabled
     auth_enabled_sasl auth_enabled_ascii shutdown_command memory_file""".split()
 ) + TLS_SETTINGS
-# Not binding_protocol's value: memcached's default `-B auto` says auto-negotiate,
-# memcrab speaks only the text protocol so far and says `ascii` (README).
+# Not binding_protocol's value: it was left out while memcrab spoke only the text
+# protocol and said `ascii`; both now say `auto-negotiate` under the default `-B auto`.
 SETTINGS_VALUES = tuple(
     s.encode()
     for s in """maxbytes maxconns udpport verbosity evictions domain_socket umask num_threads
