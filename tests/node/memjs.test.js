@@ -8,6 +8,7 @@
 'use strict';
 
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const { describe, it, beforeEach, afterEach } = require('node:test');
 const memjs = require('memjs');
 const { KINDS, start, saslEnv } = require('./servers');
@@ -165,6 +166,7 @@ for (const kind of KINDS) {
     });
     afterEach(async () => {
       await server.kill();
+      fs.rmSync(sasl.dir, { recursive: true, force: true });
     });
 
     it('the right password unlocks every command', async () => {

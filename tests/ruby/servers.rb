@@ -77,6 +77,8 @@ module Servers
         nil # already gone
       end
       @status = Process.wait2(pid).last
+    ensure
+      FileUtils.rm_f(log_path)
     end
 
     def log
