@@ -3,7 +3,8 @@ example pool config packaging/nutcracker.yml (only its addresses and its request
 timeout are changed here), with pymemcache as the clients.
 
 - The example config passes `nutcracker -t` as shipped.
-- The text commands twemproxy forwards answer through it as from one server, and
+- The text commands twemproxy forwards answer through it as from one server (and
+  `version` as one backend's), what it does not speak closes the connection, and
   multi-gets that span the three servers are split and joined.
 - Keys spread over all three backends, each on exactly one (read past the proxy).
 - One backend is killed with SIGKILL while a second client keeps reading keys on
@@ -203,6 +204,28 @@ def test_commands_through_twemproxy(proxy):
         assert c.get_many([*many, "absent"]) == many
     finally:
         c.close()
+
+
+def test_version_forwarded_and_unsupported_commands_closed(proxy, backends):
+    # `version` goes to a server: the client reads that server's VERSION line.
+    c = proxy.client()
+    try:
+        versions = set()
+        for b in backends:
+            d = direct(b)
+            try:
+                versions.add(d.version())
+            finally:
+                d.close()
+        assert c.version() in versions
+    finally:
+        c.close()
+    # What twemproxy does not speak closes the client's connection (docs/scaling.md).
+    binary_noop = bytes([0x80, 0x0A]) + bytes(22)
+    for request in [b"mg k v\r\n", b"flush_all\r\n", b"stats\r\n", b"gat 10 k\r\n", binary_noop]:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=CLIENT_TIMEOUT_SECS) as s:
+            s.sendall(request)
+            assert s.recv(4096) == b"", request
 
 
 def test_kill_one_backend_under_load(proxy, backends):
