@@ -215,7 +215,12 @@ pub fn families_from_reports(r: &Reports, out: &mut Out) {
         }
     }
     for &(stat, name, kind, help) in MEMCRAB_GENERAL {
-        if let Some(v) = get_any(stat) {
+        // Prometheus' base unit is the second.
+        let seconds = |v: Value| match stat.ends_with("_us") {
+            true => Value::Float(as_f64(v) / 1e6),
+            false => v,
+        };
+        if let Some(v) = get_any(stat).map(seconds) {
             out.put(name, kind, help, &[], v);
         }
     }

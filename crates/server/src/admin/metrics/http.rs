@@ -152,6 +152,32 @@ pub fn respond(
     }
 }
 
+/// Bytes of unread request a closing connection discards, at most.
+const LINGER_BYTES: usize = 64 * 1024;
+/// How long it waits for them, at most.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes after a response as a lingering close does: the write side first, then
+/// what the client still sends is read and dropped (bounded in bytes and time), so
+/// that closing with unread input does not reset the connection and destroy the
+/// response before the client has read it (a 431 to a long head, say).
+pub fn close(mut stream: TcpStream, deadline: Instant) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let until = deadline.min(Instant::now() + LINGER);
+    let mut chunk = [0u8; 4096];
+    let mut left = LINGER_BYTES;
+    while left > 0 {
+        let t = until.saturating_duration_since(Instant::now());
+        if t.is_zero() || stream.set_read_timeout(Some(t)).is_err() {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

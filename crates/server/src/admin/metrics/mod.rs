@@ -31,7 +31,7 @@ pub mod names;
 
 use std::net::{TcpListener, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::server::Server;
 
@@ -84,39 +84,35 @@ fn serve(mut stream: std::net::TcpStream, server: &Server) {
         Ok(r) => r,
         Err(http::Refused::Closed) => return,
         Err(e) => {
+            // The answer to a request that took the whole deadline gets a second
+            // more to be written.
+            let write_by = deadline.max(Instant::now() + Duration::from_secs(1));
             let body = format!("{}\n", e.status());
-            http::respond(
-                &mut stream,
-                deadline,
-                e.status(),
-                text,
-                body.as_bytes(),
-                false,
-            );
+            let (status, body) = (e.status(), body.as_bytes());
+            http::respond(&mut stream, write_by, status, text, body, false);
+            // Input left unread (a head past the limit) would reset the
+            // connection and lose the answer: read it away first.
+            if e != http::Refused::Timeout {
+                http::close(stream, write_by);
+            }
             return;
         }
     };
     if req.path != PATH {
         let body = b"404 Not Found: memcrab serves /metrics\n";
-        http::respond(
-            &mut stream,
-            deadline,
-            "404 Not Found",
-            text,
-            body,
-            req.head_only,
-        );
+        let status = "404 Not Found";
+        http::respond(&mut stream, deadline, status, text, body, req.head_only);
         return;
     }
     let format = expo::Format::negotiate(req.accept.as_deref());
     let body = expo::encode(&collect::collect(server), format);
+    let (status, kind) = ("200 OK", format.content_type());
     http::respond(
         &mut stream,
         deadline,
-        "200 OK",
-        format.content_type(),
+        status,
+        kind,
         body.as_bytes(),
         req.head_only,
     );
-    let _ = stream.shutdown(std::net::Shutdown::Write);
 }

@@ -58,7 +58,7 @@ pub const MEMCRAB_GENERAL: &[(&str, &str, Kind, &str)] = &[
     ("idle_kicks", "memcrab_idle_kicks_total", C, "Connections closed by -o idle_timeout (stats idle_kicks)."),
     ("max_connections", "memcrab_max_connections", G, "The -c limit (stats max_connections)."),
     ("connection_structures", "memcrab_connection_structures", G, "Connection structures: clients and listeners (stats connection_structures)."),
-    ("time_in_listen_disabled_us", "memcrab_listen_disabled_microseconds_total", C, "Microseconds with the listener disabled; always 0 (stats time_in_listen_disabled_us)."),
+    ("time_in_listen_disabled_us", "memcrab_listen_disabled_seconds_total", C, "Seconds with the listener disabled; always 0 (stats time_in_listen_disabled_us, in seconds)."),
     ("threads", "memcrab_worker_threads", G, "Worker threads running (stats threads)."),
     ("hash_power_level", "memcrab_hash_power_level", G, "The index size as a power of two (stats hash_power_level)."),
     ("hash_bytes", "memcrab_hash_bytes", G, "Bytes of the index (stats hash_bytes)."),
