@@ -542,3 +542,24 @@ fn the_dashboard_uses_only_series_memcrab_serves() {
         );
     }
 }
+
+#[test]
+fn the_docs_name_every_series() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/monitoring.md");
+    let docs = std::fs::read_to_string(&path).expect("docs/monitoring.md");
+    let (s, addr) = start(&["-m", "8"]);
+    workload(&mut s.connect());
+    let (_, _, body) = get(addr, "/metrics", None);
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert!(families.len() > 50, "{families:?}");
+    for f in families {
+        assert!(
+            docs.contains(&format!("`{f}")),
+            "docs/monitoring.md does not describe {f}"
+        );
+    }
+}
