@@ -244,5 +244,28 @@ mod tests {
             let _ = parse_head(&i);
             let _ = head_end(&i);
         }
+        // And 20,000 random heads of up to 300 bytes, biased towards the bytes the
+        // parser looks for.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let special = b" \r\n:?#GETHAD/1.";
+        for _ in 0..20_000 {
+            let len = (next() % 300) as usize;
+            let head: Vec<u8> = (0..len)
+                .map(|_| match next() % 4 {
+                    0 => (next() & 0xff) as u8,
+                    _ => special[(next() % special.len() as u64) as usize],
+                })
+                .collect();
+            if let Ok(r) = parse_head(&head) {
+                assert!(!r.path.contains(['?', '#']));
+            }
+            let _ = head_end(&head);
+        }
     }
 }

@@ -67,10 +67,11 @@ pub fn spawn(
                 if server.shutting_down() {
                     return;
                 }
-                // An accept error (a peer that reset before accept, EMFILE) is
-                // that connection's only.
-                if let Ok(s) = stream {
-                    serve(s, &server);
+                match stream {
+                    Ok(s) => serve(s, &server),
+                    // A peer that reset before accept, or no descriptor left
+                    // (EMFILE): back off a little rather than spin on the error.
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
             }
         })
