@@ -255,6 +255,22 @@ pub fn uri(key: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `stats hotkeys`' lines: for each kind, rank from 1, `<kind>:<rank>:key` (URI
+/// encoded) and `<kind>:<rank>:count` (the estimate).
+pub fn render_stats<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    for kind in Kind::ALL {
+        for (rank, (key, n)) in HotKeys::top(workers.clone(), kind, TOP_K)
+            .iter()
+            .enumerate()
+        {
+            let k = kind.name();
+            stat(out, &format!("{k}:{}:key", rank + 1), uri(key));
+            stat(out, &format!("{k}:{}:count", rank + 1), n);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,5 +395,20 @@ mod tests {
         let n = (0..160_000).filter(|_| h.sampled()).count() as f64;
         let want = 160_000.0 / SAMPLE_RATE as f64;
         assert!((n - want).abs() / want < 0.05, "{n} sampled");
+    }
+
+    #[test]
+    fn stats_hotkeys_lines() {
+        let h = HotKeys::new(1);
+        h.note(false, b"a b", 10);
+        h.note(true, b"w", 0);
+        let mut out = Vec::new();
+        render_stats([&h], &mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "STAT reads:1:key a%20b\r\nSTAT reads:1:count 16\r\n\
+             STAT writes:1:key w\r\nSTAT writes:1:count 16\r\n\
+             STAT bytes:1:key a%20b\r\nSTAT bytes:1:count 160\r\n"
+        );
     }
 }

@@ -318,6 +318,42 @@ impl Latencies {
     }
 }
 
+/// The name `stats latency` gives a series: `text_get_hit`, `meta_set`, ...
+pub fn series_name(s: Series) -> String {
+    match s.outcome {
+        "" => format!("{}_{}", s.protocol, s.command),
+        o => format!("{}_{}_{o}", s.protocol, s.command),
+    }
+}
+
+/// `stats latency`'s lines for every series with requests: `<series>:count`, then
+/// `:p50_us`, `:p90_us`, `:p99_us`, `:p999_us` and `:max_us` in microseconds with
+/// one decimal.
+pub fn render_stats(merged: &[Snapshot], out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    for (i, snap) in merged.iter().enumerate() {
+        let s = snap.summary();
+        if s.count == 0 {
+            continue;
+        }
+        let name = series_name(series(i));
+        stat(out, &format!("{name}:count"), s.count);
+        for (field, ns) in [
+            ("p50_us", s.p50),
+            ("p90_us", s.p90),
+            ("p99_us", s.p99),
+            ("p999_us", s.p999),
+            ("max_us", s.max),
+        ] {
+            stat(
+                out,
+                &format!("{name}:{field}"),
+                format!("{:.1}", ns as f64 / 1e3),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,5 +456,21 @@ mod tests {
             series_index("meta", "other", false)
         );
         assert_eq!(series_index("udp", "get", true), None);
+    }
+
+    #[test]
+    fn stats_latency_lines() {
+        let l = Latencies::default();
+        let i = series_index("meta", "get", false).unwrap_or(0);
+        l.record(i, 12_000);
+        let mut out = Vec::new();
+        render_stats(&Latencies::merged([&l]), &mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("STAT meta_get_miss:count 1\r\n"), "{text}");
+        assert!(
+            text.contains("STAT meta_get_miss:max_us 12.0\r\n"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 6, "only series with requests: {text}");
     }
 }

@@ -134,6 +134,23 @@ impl SlowLog {
     }
 }
 
+/// The slow log as `STAT` lines, oldest first: `<id>:time`, `:command`, `:key`
+/// (URI-encoded), `:us`, `:client` (`unix` for a unix socket).
+pub fn render_stats(entries: &[Entry], out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    for e in entries {
+        let id = e.id;
+        stat(out, &format!("{id}:time"), e.unix_secs);
+        stat(out, &format!("{id}:command"), e.command);
+        stat(out, &format!("{id}:key"), e.key_uri());
+        stat(out, &format!("{id}:us"), e.micros);
+        match e.client {
+            Some(a) => stat(out, &format!("{id}:client"), a),
+            None => stat(out, &format!("{id}:client"), "unix"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +200,27 @@ mod tests {
         let log = SlowLog::new(1, 1);
         log.push(0, "mg", &[b'a'; 1000], 5, None);
         assert_eq!(log.entries()[0].key.len(), 250);
+    }
+
+    #[test]
+    fn stats_lines() {
+        let log = SlowLog::new(1, 2);
+        log.push(
+            1_700_000_000,
+            "get",
+            b"k/1",
+            2500,
+            "127.0.0.1:9".parse().ok(),
+        );
+        log.push(1_700_000_001, "set", b"k", 1500, None);
+        let mut out = Vec::new();
+        render_stats(&log.entries(), &mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "STAT 1:time 1700000000\r\nSTAT 1:command get\r\nSTAT 1:key k%2F1\r\n\
+             STAT 1:us 2500\r\nSTAT 1:client 127.0.0.1:9\r\n\
+             STAT 2:time 1700000001\r\nSTAT 2:command set\r\nSTAT 2:key k\r\n\
+             STAT 2:us 1500\r\nSTAT 2:client unix\r\n"
+        );
     }
 }

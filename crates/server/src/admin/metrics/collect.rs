@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::expo::{Family, Kind, Value};
 use super::names::*;
+use crate::admin::hotkeys::{self, HotKeys};
 use crate::admin::latency::{self, Snapshot, LE_SECS};
 use crate::admin::stats;
 use crate::server::Server;
@@ -590,6 +591,32 @@ pub fn latency_family(name: &str, help: &'static str, merged: &[Snapshot]) -> Fa
     f
 }
 
+/// The hot keys as `memcrab_hotkey_estimate{kind,rank,key}` (at most
+/// [`hotkeys::TOP_K`] series per kind, keys URI-encoded as `watch` prints them).
+/// Ready for the workers' sketches.
+#[allow(dead_code)] // Called once the request step samples hot keys.
+pub fn hotkeys_family<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone) -> Family {
+    let mut f = Family::new(
+        "memcrab_hotkey_estimate",
+        Kind::Gauge,
+        "Estimated requests (reads, writes) or value bytes (bytes) of the hottest keys, from sampled counts.",
+    );
+    for kind in hotkeys::Kind::ALL {
+        for (rank, (key, n)) in HotKeys::top(workers.clone(), kind, hotkeys::TOP_K)
+            .iter()
+            .enumerate()
+        {
+            let rank = (rank + 1).to_string();
+            let key = hotkeys::uri(key);
+            f.push(
+                &[("kind", kind.name()), ("rank", &rank), ("key", &key)],
+                Value::Int(*n),
+            );
+        }
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::expo::{encode, Format};
@@ -678,5 +705,20 @@ mod tests {
         assert!(text.contains("le=\"+Inf\"} 2\n"), "{text}");
         assert!(text.contains("memcrab_request_duration_seconds_count{protocol=\"text\",command=\"get\",outcome=\"hit\"} 2\n"), "{text}");
         assert_eq!(text.matches("_count").count(), 1, "empty series left out");
+    }
+
+    #[test]
+    fn hot_keys_family() {
+        let h = HotKeys::new(3);
+        h.note(false, b"k\"1", 5);
+        let text = encode(&[hotkeys_family([&h])], Format::Text);
+        assert!(
+            text.contains("memcrab_hotkey_estimate{kind=\"reads\",rank=\"1\",key=\"k%221\"} 16\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("memcrab_hotkey_estimate{kind=\"bytes\",rank=\"1\",key=\"k%221\"} 80\n"),
+            "{text}"
+        );
     }
 }
