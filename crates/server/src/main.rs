@@ -5,6 +5,7 @@
 //!                                         ├─ worker threads × -t (mio or io_uring
 //!                                         │    loops, conns)
 //!                                         ├─ clock ticker, engine maintainer
+//!                                         ├─ metrics thread (-o metrics_listen)
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
 //!                                              shutdown, SIGHUP → Server::reload:
 //!                                              users and TLS certificates)
@@ -33,7 +34,8 @@
 //!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
 //!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)
 //!   admin/        stats.rs (the `stats` writer), counters.rs, watch.rs, prefix.rs
-//!                 (`stats detail`), slab.rs (memcached's classes), tunables.rs
+//!                 (`stats detail`), slab.rs (memcached's classes), tunables.rs,
+//!                 metrics/ (`/metrics`), latency.rs, hotkeys.rs, slowlog.rs
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
 //! ```
@@ -193,6 +195,16 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             settings.io = IoKind::Epoll;
         }
     }
+    // -o metrics_listen: bound now, as the other listeners, so that a bad address
+    // stops startup; `stats settings` shows the address bound.
+    let metrics = match &settings.metrics_listen {
+        Some(addr) => {
+            let (listener, bound) = admin::metrics::bind(addr).map_err(anyhow::Error::msg)?;
+            settings.metrics_listen = Some(bound);
+            Some(listener)
+        }
+        None => None,
+    };
     let server = Arc::new(Server::new(settings, engine, tls));
     let s = &server.settings;
     // `watch evictions`: the engine reports each eviction to the hub.
@@ -266,6 +278,10 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
                 }
             })?
     };
+
+    if let Some(listener) = metrics {
+        admin::metrics::spawn(listener, Arc::clone(&server))?;
+    }
 
     let accept_poll = Poll::new()?;
     let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), handoff::WAKE)?)];

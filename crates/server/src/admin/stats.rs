@@ -371,6 +371,12 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         memory_file.as_deref().unwrap_or("(null)"),
     );
     stat(out, "engine", server.settings.engine.name());
+    // memcrab's own: `-o metrics_listen`, as bound (admin/metrics/).
+    stat(
+        out,
+        "metrics_listen",
+        s.metrics_listen.as_deref().unwrap_or("NULL"),
+    );
 }
 
 /// A size class as `stats items` and `stats slabs` report it.

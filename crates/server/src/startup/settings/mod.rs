@@ -135,6 +135,9 @@ pub struct Settings {
     pub users: Option<std::sync::Arc<crate::startup::auth::Users>>,
     /// `-Z` and the `ssl_*` sub-options.
     pub tls: TlsSettings,
+    /// `-o metrics_listen=HOST:PORT`: where `/metrics` is served (admin/metrics/);
+    /// main replaces it with the address bound. None: off.
+    pub metrics_listen: Option<String>,
 }
 
 /// `-B`'s values.
@@ -201,6 +204,7 @@ impl Default for Settings {
             users_file: None,
             users: None,
             tls: TlsSettings::default(),
+            metrics_listen: None,
         }
     }
 }
@@ -632,6 +636,10 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
             },
             "io" => s.io = IoKind::parse(value)?,
             "value_lend_min" => s.value_lend_min = num("-o value_lend_min", need(name)?)?,
+            "metrics_listen" => match value {
+                Some(v) if v.contains(':') => s.metrics_listen = Some(v.to_string()),
+                _ => return Err("-o metrics_listen: needs HOST:PORT".into()),
+            },
             _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
@@ -701,7 +709,9 @@ pub fn usage() -> String {
                           to epoll where the kernel refuses io_uring);
                           value_lend_min=<bytes>: values this long or longer are
                           sent from item memory instead of copied (default 4096;
-                          0 never; plain TCP and unix connections only)
+                          0 never; plain TCP and unix connections only);
+                          metrics_listen=<host:port>: serve Prometheus' /metrics
+                          there, on a thread of its own (default off)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)

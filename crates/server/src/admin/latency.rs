@@ -1,0 +1,476 @@
+//! Request latency histograms: per worker, lock-free, merged when read (for `stats
+//! latency` and `/metrics`).
+//!
+//! ```text
+//!   worker 0: Latencies ─┬─ Histogram (text get hit) ── 560 AtomicU64 buckets, sum, max
+//!                        ├─ Histogram (text get miss)
+//!                        └─ ... one per SERIES row
+//!   worker 1: Latencies ─── ...
+//!                  │ snapshot() on the reader's thread (relaxed loads)
+//!                  ▼
+//!   Snapshot (merged) ── quantile(0.99), summary(), prometheus_buckets(&LE_SECS)
+//! ```
+//!
+//! Goals: recording costs a few instructions and no read-modify-write (each worker
+//! writes only its own histograms, as [`crate::admin::counters`] does); at most 10%
+//! relative error from 1 µs to 10 s (the layout below gives at most 6.25% for a
+//! bucket's bounds, 3.2% for its midpoint, which quantiles report).
+//! Non-goals: exact values; timing itself (the request step measures and calls
+//! [`Latencies::record`]).
+//!
+//! Layout (HdrHistogram's log-linear idea, in nanoseconds): values below 16 ns have a
+//! bucket each; above, each power of two `[2^e, 2^(e+1))` is cut into 16 equal
+//! buckets, so a bucket is at most 1/16 of its lower bound wide. 34 powers of two
+//! (up to 2^38 ns, 275 s) make 560 buckets; longer values land in the last one.
+
+// Nothing calls these yet: the request step and the executors will record into
+// them, and `stats` and `/metrics` read them.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Linear sub-buckets per power of two, as bits (16 buckets).
+const SUB_BITS: u32 = 4;
+const SUB: usize = 1 << SUB_BITS;
+/// Powers of two covered above the linear start: up to 2^(SUB_BITS + POWERS) ns.
+const POWERS: usize = 34;
+/// Buckets in one histogram.
+pub const BUCKETS: usize = SUB + POWERS * SUB;
+
+/// The bucket that holds `ns`.
+#[inline]
+pub fn bucket_of(ns: u64) -> usize {
+    if ns < SUB as u64 {
+        return ns as usize;
+    }
+    let e = 63 - ns.leading_zeros(); // floor(log2 ns), >= SUB_BITS
+    let sub = ((ns >> (e - SUB_BITS)) as usize) & (SUB - 1);
+    let i = SUB + (e - SUB_BITS) as usize * SUB + sub;
+    i.min(BUCKETS - 1)
+}
+
+/// The lowest value in bucket `i`, in nanoseconds.
+pub fn bucket_low(i: usize) -> u64 {
+    if i < SUB {
+        return i as u64;
+    }
+    let e = (i - SUB) / SUB + SUB_BITS as usize;
+    let sub = ((i - SUB) % SUB) as u64;
+    (1u64 << e) + (sub << (e - SUB_BITS as usize))
+}
+
+/// One past the highest value in bucket `i`.
+pub fn bucket_high(i: usize) -> u64 {
+    if i + 1 < BUCKETS {
+        bucket_low(i + 1)
+    } else {
+        u64::MAX
+    }
+}
+
+/// The value reported for bucket `i`: its midpoint (the last bucket: its low bound).
+fn bucket_mid(i: usize) -> u64 {
+    let (lo, hi) = (bucket_low(i), bucket_high(i));
+    if hi == u64::MAX {
+        lo
+    } else {
+        lo + (hi - lo) / 2
+    }
+}
+
+/// A histogram written by one thread and read by any. Each field is an atomic that
+/// only the owning worker stores to (load then store, no read-modify-write); readers
+/// load with Relaxed and may see a request in `count` but not yet in `sum_ns` — the
+/// same tolerance as `stats` totals.
+pub struct Histogram {
+    /// Requests per bucket (owner writes, any thread reads).
+    buckets: Box<[AtomicU64]>,
+    /// Total nanoseconds recorded (owner writes, any thread reads).
+    sum_ns: AtomicU64,
+    /// The longest value recorded (owner writes, any thread reads).
+    max_ns: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_ns: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Adds one with a single writer's load and store: Relaxed suffices, readers need no
+/// order with other memory.
+#[inline]
+fn bump(a: &AtomicU64, n: u64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl Histogram {
+    /// Records one request of `ns` nanoseconds. Only the owning worker calls this.
+    #[inline]
+    pub fn record(&self, ns: u64) {
+        bump(&self.buckets[bucket_of(ns)], 1);
+        bump(&self.sum_ns, ns);
+        if ns > self.max_ns.load(Ordering::Relaxed) {
+            self.max_ns.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds this histogram's current contents to `into`.
+    pub fn add_to(&self, into: &mut Snapshot) {
+        for (c, b) in into.counts.iter_mut().zip(self.buckets.iter()) {
+            *c = c.wrapping_add(b.load(Ordering::Relaxed));
+        }
+        into.sum_ns = into
+            .sum_ns
+            .wrapping_add(self.sum_ns.load(Ordering::Relaxed));
+        into.max_ns = into.max_ns.max(self.max_ns.load(Ordering::Relaxed));
+    }
+}
+
+/// A histogram's (or a merge of several) contents at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub counts: Vec<u64>,
+    pub sum_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            counts: vec![0; BUCKETS],
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+/// `stats latency`'s figures for one series, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// The `le` bounds `/metrics` gives each histogram, in seconds: 1-2-5 steps from
+/// 1 µs to 10 s.
+pub const LE_SECS: [f64; 22] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
+    0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+impl Snapshot {
+    pub fn count(&self) -> u64 {
+        self.counts.iter().fold(0u64, |a, &c| a.wrapping_add(c))
+    }
+
+    pub fn merge(&mut self, o: &Snapshot) {
+        for (c, x) in self.counts.iter_mut().zip(&o.counts) {
+            *c = c.wrapping_add(*x);
+        }
+        self.sum_ns = self.sum_ns.wrapping_add(o.sum_ns);
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+
+    /// The value at quantile `q` (0..=1): the midpoint of the bucket holding the
+    /// request of rank ceil(q * count), never above the maximum seen; 0 if empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen = seen.saturating_add(c);
+            if seen >= rank {
+                return bucket_mid(i).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary {
+            count: self.count(),
+            p50: self.quantile(0.5),
+            p90: self.quantile(0.9),
+            p99: self.quantile(0.99),
+            p999: self.quantile(0.999),
+            max: self.max_ns,
+        }
+    }
+
+    /// Cumulative counts for Prometheus' `le` bounds (seconds, ascending): a bucket
+    /// counts under the first bound at or above its midpoint, so a request may sit
+    /// one `le` off when it is within 3.2% of the bound. The `+Inf` bucket is
+    /// [`Snapshot::count`].
+    pub fn prometheus_buckets(&self, le_secs: &[f64]) -> Vec<u64> {
+        let mut out = vec![0u64; le_secs.len()];
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let mid = bucket_mid(i) as f64 / 1e9;
+            if let Some(j) = le_secs.iter().position(|&le| mid <= le) {
+                out[j] = out[j].wrapping_add(c);
+            }
+        }
+        let mut run = 0u64;
+        for v in &mut out {
+            run = run.wrapping_add(*v);
+            *v = run;
+        }
+        out
+    }
+}
+
+/// What a series measures: protocol, command and (for reads) hit or miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series {
+    pub protocol: &'static str,
+    pub command: &'static str,
+    /// `hit` or `miss` for reads, `` for the rest.
+    pub outcome: &'static str,
+}
+
+/// The commands each protocol's series are kept for; every other command is `other`.
+/// Reads (`get`, `gat`) have a hit and a miss series each.
+const READS: [&str; 2] = ["get", "gat"];
+const WRITES: [&str; 7] = ["set", "cas", "delete", "incr", "decr", "touch", "other"];
+const PROTOCOLS: [&str; 3] = ["text", "meta", "binary"];
+const PER_PROTOCOL: usize = READS.len() * 2 + WRITES.len();
+/// Number of series, one histogram each per worker.
+pub const SERIES_COUNT: usize = PROTOCOLS.len() * PER_PROTOCOL;
+
+/// The series at `index` (0..SERIES_COUNT).
+pub fn series(index: usize) -> Series {
+    let protocol = PROTOCOLS[(index / PER_PROTOCOL) % PROTOCOLS.len()];
+    let r = index % PER_PROTOCOL;
+    if r < READS.len() * 2 {
+        Series {
+            protocol,
+            command: READS[r / 2],
+            outcome: if r.is_multiple_of(2) { "hit" } else { "miss" },
+        }
+    } else {
+        Series {
+            protocol,
+            command: WRITES[r - READS.len() * 2],
+            outcome: "",
+        }
+    }
+}
+
+/// The index of a series; unknown commands map to `other`, and `hit` for a
+/// non-read is ignored. None for an unknown protocol.
+pub fn series_index(protocol: &str, command: &str, hit: bool) -> Option<usize> {
+    let p = PROTOCOLS.iter().position(|&x| x == protocol)?;
+    let r = match READS.iter().position(|&x| x == command) {
+        Some(i) => i * 2 + usize::from(!hit),
+        None => {
+            let w = WRITES.iter().position(|&x| x == command);
+            READS.len() * 2 + w.unwrap_or(WRITES.len() - 1)
+        }
+    };
+    Some(p * PER_PROTOCOL + r)
+}
+
+/// One worker's histograms, one per series.
+pub struct Latencies {
+    hists: Vec<Histogram>,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            hists: (0..SERIES_COUNT).map(|_| Histogram::default()).collect(),
+        }
+    }
+}
+
+impl Latencies {
+    /// Records a request of series `index` that took `ns`. Only the owning worker.
+    #[inline]
+    pub fn record(&self, index: usize, ns: u64) {
+        if let Some(h) = self.hists.get(index) {
+            h.record(ns);
+        }
+    }
+
+    /// Every series merged over `workers`, in series order.
+    pub fn merged<'a>(workers: impl IntoIterator<Item = &'a Latencies>) -> Vec<Snapshot> {
+        let mut out = vec![Snapshot::default(); SERIES_COUNT];
+        for w in workers {
+            for (s, h) in out.iter_mut().zip(&w.hists) {
+                h.add_to(s);
+            }
+        }
+        out
+    }
+}
+
+/// The name `stats latency` gives a series: `text_get_hit`, `meta_set`, ...
+pub fn series_name(s: Series) -> String {
+    match s.outcome {
+        "" => format!("{}_{}", s.protocol, s.command),
+        o => format!("{}_{}_{o}", s.protocol, s.command),
+    }
+}
+
+/// `stats latency`'s lines for every series with requests: `<series>:count`, then
+/// `:p50_us`, `:p90_us`, `:p99_us`, `:p999_us` and `:max_us` in microseconds with
+/// one decimal.
+pub fn render_stats(merged: &[Snapshot], out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply::stat;
+    for (i, snap) in merged.iter().enumerate() {
+        let s = snap.summary();
+        if s.count == 0 {
+            continue;
+        }
+        let name = series_name(series(i));
+        stat(out, &format!("{name}:count"), s.count);
+        for (field, ns) in [
+            ("p50_us", s.p50),
+            ("p90_us", s.p90),
+            ("p99_us", s.p99),
+            ("p999_us", s.p999),
+            ("max_us", s.max),
+        ] {
+            stat(
+                out,
+                &format!("{name}:{field}"),
+                format!("{:.1}", ns as f64 / 1e3),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_tile_the_range() {
+        assert_eq!(bucket_low(0), 0);
+        for i in 0..BUCKETS - 1 {
+            assert_eq!(bucket_high(i), bucket_low(i + 1), "bucket {i}");
+            assert!(bucket_low(i) < bucket_high(i));
+            assert_eq!(bucket_of(bucket_low(i)), i);
+            assert_eq!(bucket_of(bucket_high(i) - 1), i);
+        }
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        // The last bucket starts past 10 s.
+        assert!(bucket_low(BUCKETS - 1) > 10_000_000_000);
+    }
+
+    #[test]
+    fn relative_error_at_most_ten_percent_from_1us_to_10s() {
+        // Every bucket between 1 µs and 10 s: its width against its low bound, and
+        // the midpoint's error against any value in it.
+        let mut worst = 0f64;
+        for i in bucket_of(1_000)..=bucket_of(10_000_000_000) {
+            let (lo, hi) = (bucket_low(i) as f64, bucket_high(i) as f64);
+            let mid = bucket_mid(i) as f64;
+            worst = worst
+                .max((mid - lo) / lo)
+                .max((hi - 1.0 - mid) / (hi - 1.0));
+            assert!((hi - lo) / lo <= 1.0 / 16.0 + 1e-12, "bucket {i}");
+        }
+        assert!(worst <= 0.033, "worst midpoint error {worst}");
+        // And on values: quantiles of single values.
+        let mut v = 1_000u64;
+        while v <= 10_000_000_000 {
+            let h = Histogram::default();
+            h.record(v);
+            let mut s = Snapshot::default();
+            h.add_to(&mut s);
+            let got = s.quantile(0.5) as f64;
+            assert!((got - v as f64).abs() / v as f64 <= 0.10, "{v}: {got}");
+            v = v * 7 / 5 + 1;
+        }
+    }
+
+    #[test]
+    fn quantiles_of_a_uniform_run_and_merging() {
+        // Two "workers": 1..=1000 µs split between them by parity.
+        let (a, b) = (Latencies::default(), Latencies::default());
+        let i = series_index("text", "get", true).unwrap_or(0);
+        for us in 1..=1000u64 {
+            let w = if us % 2 == 0 { &a } else { &b };
+            w.record(i, us * 1000);
+        }
+        let m = Latencies::merged([&a, &b]);
+        let s = m[i].summary();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.max, 1_000_000);
+        for (got, want) in [
+            (s.p50, 500e3),
+            (s.p90, 900e3),
+            (s.p99, 990e3),
+            (s.p999, 999e3),
+        ] {
+            assert!((got as f64 - want).abs() / want <= 0.05, "{got} vs {want}");
+        }
+        assert_eq!(m[i].sum_ns, 500_500_000);
+        // Other series untouched.
+        assert_eq!(m.iter().map(Snapshot::count).sum::<u64>(), 1000);
+        assert_eq!(Snapshot::default().quantile(0.99), 0);
+    }
+
+    #[test]
+    fn prometheus_buckets_are_cumulative() {
+        let h = Histogram::default();
+        for ns in [500, 1_500, 40_000, 3_000_000, 20_000_000_000] {
+            h.record(ns);
+        }
+        let mut s = Snapshot::default();
+        h.add_to(&mut s);
+        let b = s.prometheus_buckets(&LE_SECS);
+        assert_eq!(b[0], 1, "<= 1 µs");
+        assert_eq!(b[1], 2, "<= 2 µs");
+        assert_eq!(b[5], 3, "<= 50 µs");
+        assert_eq!(b[11], 4, "<= 5 ms");
+        assert_eq!(*b.last().unwrap_or(&0), 4, "20 s only in +Inf");
+        assert!(b.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(s.count(), 5);
+    }
+
+    #[test]
+    fn series_table_round_trips() {
+        for i in 0..SERIES_COUNT {
+            let s = series(i);
+            let hit = s.outcome != "miss";
+            assert_eq!(series_index(s.protocol, s.command, hit), Some(i), "{s:?}");
+        }
+        assert_eq!(
+            series_index("meta", "flush_all", false),
+            series_index("meta", "other", false)
+        );
+        assert_eq!(series_index("udp", "get", true), None);
+    }
+
+    #[test]
+    fn stats_latency_lines() {
+        let l = Latencies::default();
+        let i = series_index("meta", "get", false).unwrap_or(0);
+        l.record(i, 12_000);
+        let mut out = Vec::new();
+        render_stats(&Latencies::merged([&l]), &mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("STAT meta_get_miss:count 1\r\n"), "{text}");
+        assert!(
+            text.contains("STAT meta_get_miss:max_us 12.0\r\n"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 6, "only series with requests: {text}");
+    }
+}
