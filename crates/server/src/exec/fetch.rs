@@ -1,0 +1,213 @@
+//! The fetching commands: text `get`/`gets`/`gat`/`gats`/`touch`, meta `mg` and `me`,
+//! binary GET/GETK/GAT/TOUCH and their quiet forms. A [`Fetcher`] makes the engine
+//! call and does all of a lookup's bookkeeping, once for every protocol, as
+//! memcached's `do_item_get` does: the counters, `watch fetchers`, `stats detail`'s
+//! prefixes, and lent values (`values_lent`). The executors only encode what a hit
+//! shows (their visitor) and the miss.
+
+use memcrab_proto::text::watch::{self as line, GetStatus};
+use memcrab_store::{Fetch, GetOpts, Item};
+
+use super::{Ctx, Seen};
+use crate::admin::prefix::Op;
+use crate::io::out::Out;
+
+/// How many keys ahead a multiget prefetches index buckets, and items.
+const PREFETCH_INDEX_AHEAD: usize = 8;
+const PREFETCH_ITEM_AHEAD: usize = 4;
+
+/// Which counters a lookup moves, as memcached counts each command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counts {
+    /// `cmd_get` and `get_hits`/`get_misses`.
+    Get,
+    /// `cmd_touch` and `touch_hits`/`touch_misses` (`gat`, `touch`, binary GAT and
+    /// TOUCH).
+    Touch,
+    /// `mg` with `T`: memcached sets `ttl_set` while it walks a hit's flags, so a hit
+    /// is a touch and a miss a get miss.
+    TouchIfHit,
+    /// No counters (`me`, whose `item_get` only `watch fetchers` sees).
+    WatchOnly,
+}
+
+/// What a hit's visitor did with the item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// Encoded it.
+    Shown,
+    /// Encoded it, and the request won the item's token (meta `W`: the engine sets
+    /// `token_sent`).
+    Won,
+    /// Could not encode it (an `mg` whose opaque is too long): memcached stops before
+    /// it counts anything, so the lookup is not counted (and no `watch` line).
+    Refused,
+}
+
+/// One request's lookups, counted as [`Counts`] says; made once per request (a
+/// multi-get looks up each of its keys with the same one).
+pub struct Fetcher<'c, 'a> {
+    cx: &'c Ctx<'a>,
+    counts: Counts,
+    /// `stats detail` records the lookups (text `get`/`gat` and binary GET/GAT; not
+    /// `touch`, `mg` or `me`, as in memcached).
+    prefix: bool,
+    /// Whether somebody watches fetches (one Relaxed load per request, not per key).
+    watched: bool,
+}
+
+impl<'c, 'a> Fetcher<'c, 'a> {
+    #[inline]
+    pub fn new(cx: &'c Ctx<'a>, counts: Counts, prefix: bool) -> Self {
+        Fetcher {
+            cx,
+            counts,
+            prefix,
+            watched: cx.server.watch.wants(line::FETCHERS),
+        }
+    }
+
+    /// Looks `key` up with `opts`; `show` encodes a hit. Then counts the lookup.
+    #[inline]
+    pub fn get(
+        &self,
+        key: &[u8],
+        opts: &GetOpts,
+        mut show: impl FnMut(&Item<'_>) -> Shown,
+    ) -> Fetch {
+        let mut seen = Seen::default();
+        let mut refused = false;
+        let watched = self.watched;
+        let found = self.cx.engine.get(key, opts, &mut |it| {
+            if watched {
+                seen = Seen::of(&it);
+            }
+            match show(&it) {
+                Shown::Shown => false,
+                Shown::Won => true,
+                Shown::Refused => {
+                    refused = true;
+                    false
+                }
+            }
+        });
+        if !(refused && found.is_hit()) {
+            self.count(key, found, seen);
+        }
+        found
+    }
+
+    /// memcached's counting for one lookup: `get_expired` or `get_flushed` when the
+    /// key held a dead item (`do_item_get`, whatever the command), then the command's
+    /// own counters, `stats detail`, and `watch fetchers`.
+    #[inline]
+    fn count(&self, key: &[u8], found: Fetch, seen: Seen) {
+        let cx = self.cx;
+        let c = cx.counters;
+        if self.counts != Counts::WatchOnly {
+            match found {
+                Fetch::Expired => c.get_expired.incr(),
+                Fetch::Flushed => c.get_flushed.incr(),
+                Fetch::Hit | Fetch::Miss => {}
+            }
+            let touch = match self.counts {
+                Counts::Touch => true,
+                Counts::TouchIfHit => found == Fetch::Hit,
+                Counts::Get | Counts::WatchOnly => false,
+            };
+            match (touch, found.is_hit()) {
+                (true, true) => {
+                    c.cmd_touch.incr();
+                    c.touch_hits.incr();
+                }
+                (true, false) => {
+                    c.cmd_touch.incr();
+                    c.touch_misses.incr();
+                }
+                (false, true) => {
+                    c.cmd_get.incr();
+                    c.get_hits.incr();
+                }
+                (false, false) => {
+                    c.cmd_get.incr();
+                    c.get_misses.incr();
+                }
+            }
+        }
+        if self.prefix {
+            let hit = found.is_hit();
+            cx.server.prefixes.record(key, Op::Get { hit });
+        }
+        if self.watched {
+            report(cx, key, found, seen);
+        }
+    }
+
+    /// Appends a hit's value to `out`: lent by the store when the output lends values
+    /// this long (see `out.rs`, counted as `values_lent`), else copied.
+    #[inline]
+    pub fn value(&self, out: &mut Out, it: &Item<'_>) {
+        if out.value(it) {
+            self.cx.counters.values_lent.incr();
+        }
+    }
+}
+
+/// `watch fetchers`: the `item_get` line of a lookup of `key`. (memcached also logs
+/// the lookups inside stores, deletes and incr/decr; memcrab logs the lookups of the
+/// fetching commands only, see docs/operations.md.)
+#[cold]
+#[inline(never)]
+fn report(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
+    let (status, clsid, size) = match found {
+        Fetch::Hit if !seen.created => (
+            GetStatus::Found,
+            cx.classes().of(key.len(), seen.flags, seen.value_len),
+            seen.value_len,
+        ),
+        Fetch::Hit | Fetch::Miss => (GetStatus::NotFound, 0, 0),
+        Fetch::Expired => (GetStatus::Expired, 0, 0),
+        Fetch::Flushed => (GetStatus::Flushed, 0, 0),
+    };
+    let fd = cx.fd.get();
+    cx.server.watch.emit(line::FETCHERS, &mut |out| {
+        line::item_get(out, key, status, clsid, fd, size)
+    });
+}
+
+/// A multi-get's prefetching: later keys' index buckets, then their items, start
+/// loading ahead of their lookups, so the cache misses of many keys overlap instead
+/// of adding up. The key being looked up next gains nothing: only later ones are
+/// hinted.
+pub struct Prefetch<'c, 'a, I> {
+    cx: &'c Ctx<'a>,
+    index: std::iter::Skip<I>,
+    item: std::iter::Skip<I>,
+}
+
+impl<'c, 'a, 'k, I: Iterator<Item = &'k [u8]> + Clone> Prefetch<'c, 'a, I> {
+    /// Hints the keys that follow the `from`th of `keys`.
+    #[inline]
+    pub fn new(cx: &'c Ctx<'a>, keys: I, from: usize) -> Self {
+        let mut index = keys.clone().skip(from + 1);
+        let mut item = keys.skip(from + 1);
+        for k in index.by_ref().take(PREFETCH_INDEX_AHEAD) {
+            cx.engine.prefetch_index(k);
+        }
+        for k in item.by_ref().take(PREFETCH_ITEM_AHEAD) {
+            cx.engine.prefetch_item(k);
+        }
+        Prefetch { cx, index, item }
+    }
+
+    /// Before the next key's lookup: hints one more key of each kind.
+    #[inline]
+    pub fn advance(&mut self) {
+        if let Some(k) = self.index.next() {
+            self.cx.engine.prefetch_index(k);
+        }
+        if let Some(k) = self.item.next() {
+            self.cx.engine.prefetch_item(k);
+        }
+    }
+}
