@@ -18,7 +18,7 @@ use memcrab_store::{
 use super::admin;
 use super::arith::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Shown};
+use super::fetch::{Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
 use crate::io::out::Out;
@@ -122,7 +122,7 @@ pub fn execute(
                         (!no_value).then_some(it.value),
                     );
                 }
-                Shown::Shown
+                Visit::Shown
             });
             if !found.is_hit() && !quiet {
                 if with_key {

@@ -33,7 +33,7 @@ pub enum Counts {
 
 /// What a hit's visitor did with the item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shown {
+pub enum Visit {
     /// Encoded it.
     Shown,
     /// Encoded it, and the request won the item's token (meta `W`: the engine sets
@@ -73,7 +73,7 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         &self,
         key: &[u8],
         opts: &GetOpts,
-        mut show: impl FnMut(&Item<'_>) -> Shown,
+        mut show: impl FnMut(&Item<'_>) -> Visit,
     ) -> Fetch {
         let mut seen = Seen::default();
         let mut refused = false;
@@ -83,9 +83,9 @@ impl<'c, 'a> Fetcher<'c, 'a> {
                 seen = Seen::of(&it);
             }
             match show(&it) {
-                Shown::Shown => false,
-                Shown::Won => true,
-                Shown::Refused => {
+                Visit::Shown => false,
+                Visit::Won => true,
+                Visit::Refused => {
                     refused = true;
                     false
                 }

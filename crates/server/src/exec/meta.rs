@@ -33,7 +33,7 @@ use memcrab_store::{
 
 use super::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Shown};
+use super::fetch::{Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
 use crate::io::out::Out;
@@ -187,7 +187,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
                 b'h' => reply::flag_num(out, b'h', u8::from(it.fetched)),
                 b'O' if t.len() > memcrab_proto::text::meta::OPAQUE_MAX_LEN => {
                     failed = true;
-                    return Shown::Refused;
+                    return Visit::Refused;
                 }
                 b'O' => reply::opaque(out, t),
                 b'k' => reply::key(out, key),
@@ -214,9 +214,9 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             out.extend_from_slice(b"\r\n");
         }
         if won {
-            Shown::Won
+            Visit::Won
         } else {
-            Shown::Shown
+            Visit::Shown
         }
     });
     if found == Fetch::Hit && failed {
@@ -453,7 +453,7 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
             it.cas,
             if it.fetched { "yes" } else { "no" },
         );
-        Shown::Shown
+        Visit::Shown
     });
     if found != Fetch::Hit {
         out.extend_from_slice(reply::EN);

@@ -12,7 +12,7 @@ use memcrab_store::{
 use super::admin::{self, MemLimitRefused, Shutdown};
 use super::arith::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Prefetch, Shown};
+use super::fetch::{Counts, Fetcher, Prefetch, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow, Resume};
 use crate::io::out::Out;
@@ -187,7 +187,7 @@ fn touch(key: &[u8], exptime: i32, cx: &Ctx<'_>) -> &'static [u8] {
         touch: Some(cx.engine.clock().realtime(i64::from(exptime))),
         ..GetOpts::default()
     };
-    let found = Fetcher::new(cx, Counts::Touch, false).get(key, &opts, |_| Shown::Shown);
+    let found = Fetcher::new(cx, Counts::Touch, false).get(key, &opts, |_| Visit::Shown);
     if found.is_hit() {
         reply::TOUCHED
     } else {
@@ -243,7 +243,7 @@ fn get(
             } else {
                 reply::value(out, key, it.flags, it.value, cas);
             }
-            Shown::Shown
+            Visit::Shown
         });
     }
     resume.keys = 0;
