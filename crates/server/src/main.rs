@@ -13,27 +13,24 @@
 //!   all share Arc<Server> { settings, engine, per-worker counters, users, tls, ... }
 //! ```
 //!
-//! Startup runs memcached's steps in its order (service.rs draws them): refuse root
-//! without `-u`, bind, leave root, `-d`, `-P`, then start the threads.
+//! Startup runs memcached's steps in its order (`run`, one function per step;
+//! `startup/service.rs` draws them): refuse root without `-u`, bind, leave root,
+//! `-d`, `-P`, then start the threads.
 //!
 //! One request path serves every transport: a transport moves bytes and calls the
 //! request step, which frames and decodes requests and hands them to the executors.
 //!
-//! Modules, each importing only those below it (no cycles):
+//! What is at the top (no two files import each other, directly or around a
+//! circle); each folder's `mod.rs` maps its own files:
 //!
 //! ```text
-//!   main.rs       flags, binding, threads, signals
-//!   startup/      settings/ (the command line), service.rs (-u, -d, -P, -r), auth.rs
-//!                 (SASL and -Y password files), listen.rs (the acceptor thread, -c)
-//!   io/           the transport: worker.rs (epoll loop), uring.rs and ringio.rs
-//!                 (io_uring loop), conn.rs (a stream's read/serve/write cycle), udp.rs,
-//!                 tls.rs, net.rs (sockets), out.rs (reply bytes and lent values),
-//!                 handoff.rs (acceptor → worker)
+//!   main.rs       start-up steps, threads, signals
+//!   startup/      the command line, -u/-d/-P, password files, the acceptor thread
+//!   io/           the transport: sockets, connections, the epoll and io_uring loops,
+//!                 UDP, TLS, reply bytes
 //!   request.rs    the transport-independent request step (Session::step/serve)
-//!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
-//!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)
-//!   admin/        stats.rs (the `stats` writer), counters.rs, watch.rs, prefix.rs
-//!                 (`stats detail`), slab.rs (memcached's classes), tunables.rs
+//!   exec/         executors: a file per command family, a file per protocol
+//!   admin/        stats and counters, watch, stats detail, slab classes, tunables
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
 //! ```

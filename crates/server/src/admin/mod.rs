@@ -1,6 +1,18 @@
 //! What an operator reads and tunes at run time: `stats` and its counters, `watch`,
 //! `stats detail`'s per-prefix counters, memcached's slab classes as reports name them,
-//! and the settings admin commands change.
+//! and the settings admin commands change. The executors (`crate::exec`) count into
+//! these and answer the admin commands from them.
+//!
+//! ```text
+//!   admin/stats.rs      the `stats` writer (memcached's process_stat and its groups)
+//!         │ reads
+//!         ├── counters.rs   per-worker request counters (get_hits, cmd_set, ...)
+//!         ├── prefix.rs     `stats detail`: per key prefix counters
+//!         ├── slab.rs       memcached's slab classes (`cls`, `clsid`, `stats slabs`)
+//!         └── tunables.rs   what lru_crawler, slabs and lru change at run time
+//!   admin/watch.rs      `watch`'s hub and log streams (fetchers, mutations,
+//!                       evictions, connevents, deletions)
+//! ```
 
 pub mod counters;
 pub mod prefix;

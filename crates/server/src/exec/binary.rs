@@ -88,6 +88,11 @@ pub fn execute(
     sasl: &mut SaslState,
 ) -> Flow {
     let clock = cx.engine.clock();
+    let ok = |out: &mut Vec<u8>, quiet: bool| {
+        if !quiet {
+            bin::simple(out, h, status::SUCCESS, 0, b"");
+        }
+    };
     match req {
         Request::Get {
             key,
@@ -96,34 +101,8 @@ pub fn execute(
             touch,
             no_value,
         } => {
-            let opts = GetOpts {
-                touch: touch.map(|t| clock.realtime(i64::from(t))),
-                ..GetOpts::default()
-            };
-            let counts = if touch.is_some() {
-                Counts::Touch
-            } else {
-                Counts::Get
-            };
-            let fetcher = Fetcher::new(cx, counts, true);
-            let found = fetcher.get(key, &opts, |it| {
-                let key = with_key.then_some(key);
-                if !no_value && out.lends(it.value.len()) {
-                    // Sent from the store's memory (see out.rs) unless it won't lend.
-                    bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
-                    fetcher.value(out, it);
-                } else {
-                    bin::hit(
-                        out,
-                        h,
-                        it.cas,
-                        it.flags,
-                        key,
-                        (!no_value).then_some(it.value),
-                    );
-                }
-                Visit::Shown
-            });
+            let touch = touch.map(|t| clock.realtime(i64::from(t)));
+            let found = get(h, key, touch, with_key, no_value, cx, out);
             if !found.is_hit() && !quiet {
                 if with_key {
                     bin::miss_with_key(out, h, key);
@@ -131,7 +110,6 @@ pub fn execute(
                     bin::error(out, h, status::KEY_ENOENT);
                 }
             }
-            Flow::Next
         }
         Request::Store {
             kind,
@@ -158,7 +136,6 @@ pub fn execute(
             };
             let r = store::store(cx, &s);
             stored(out, h, mode, quiet, r);
-            Flow::Next
         }
         Request::Delete { key, quiet, cas } => {
             let d = Delete {
@@ -172,15 +149,10 @@ pub fn execute(
                 cas_mismatch_misses: false,
             };
             match delete::delete(cx, &d) {
-                DeleteResult::Deleted | DeleteResult::Invalidated(_) => {
-                    if !quiet {
-                        bin::simple(out, h, status::SUCCESS, 0, b"");
-                    }
-                }
+                DeleteResult::Deleted | DeleteResult::Invalidated(_) => ok(out, quiet),
                 DeleteResult::NotFound => bin::error(out, h, status::KEY_ENOENT),
                 DeleteResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
             }
-            Flow::Next
         }
         Request::Arith {
             key,
@@ -199,59 +171,83 @@ pub fn execute(
                 }),
                 ..DeltaOpts::default()
             };
-            match arith(cx, key, incr, delta, &opts) {
-                Delta::Value(v) => {
-                    if !quiet {
-                        bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
-                    }
-                }
-                Delta::NotFound => bin::error(out, h, status::KEY_ENOENT),
-                Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),
-                Delta::Exists => bin::error(out, h, status::KEY_EEXISTS),
-                Delta::OutOfMemory => bin::simple(
-                    out,
-                    h,
-                    status::ENOMEM,
-                    0,
-                    b"Out of memory incrementing value",
-                ),
-            }
-            Flow::Next
+            let r = arith(cx, key, incr, delta, &opts);
+            counted(out, h, quiet, r);
         }
         Request::Quit { quiet } => {
-            if !quiet {
-                bin::simple(out, h, status::SUCCESS, 0, b"");
-            }
-            Flow::Quit
+            ok(out, quiet);
+            return Flow::Quit;
         }
         Request::Flush { quiet, delay } => {
-            if !admin::flush_all(cx, i64::from(delay), false) {
+            if admin::flush_all(cx, i64::from(delay), false) {
+                ok(out, quiet);
+            } else {
                 bin::error(out, h, status::AUTH_ERROR);
-            } else if !quiet {
-                bin::simple(out, h, status::SUCCESS, 0, b"");
             }
-            Flow::Next
         }
-        Request::Noop => {
-            bin::simple(out, h, status::SUCCESS, 0, b"");
-            Flow::Next
+        Request::Noop => ok(out, false),
+        Request::Version => bin::simple(out, h, status::SUCCESS, 0, VERSION.as_bytes()),
+        Request::Stat { key } => stat(h, key, cx, out),
+        Request::SaslListMechs => bin::simple(out, h, status::SUCCESS, 0, auth::SASL_MECHS),
+        Request::SaslAuth { step, mech, .. } => sasl_auth(h, step, mech, value, cx, out, sasl),
+    }
+    Flow::Next
+}
+
+/// GET/GETK/GAT/GATK/TOUCH and their quiet forms: the hit's response (its key with
+/// `with_key`, its value unless `no_value`, TOUCH), or nothing on a miss.
+fn get(
+    h: &Header,
+    key: &[u8],
+    touch: Option<memcrab_store::RelTime>,
+    with_key: bool,
+    no_value: bool,
+    cx: &Ctx<'_>,
+    out: &mut Out,
+) -> memcrab_store::Fetch {
+    let opts = GetOpts {
+        touch,
+        ..GetOpts::default()
+    };
+    let counts = if touch.is_some() {
+        Counts::Touch
+    } else {
+        Counts::Get
+    };
+    let fetcher = Fetcher::new(cx, counts, true);
+    fetcher.get(key, &opts, |it| {
+        let key = with_key.then_some(key);
+        if !no_value && out.lends(it.value.len()) {
+            // Sent from the store's memory (see out.rs) unless it won't lend.
+            bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
+            fetcher.value(out, it);
+        } else {
+            let value = (!no_value).then_some(it.value);
+            bin::hit(out, h, it.cas, it.flags, key, value);
         }
-        Request::Version => {
-            bin::simple(out, h, status::SUCCESS, 0, VERSION.as_bytes());
-            Flow::Next
+        Visit::Shown
+    })
+}
+
+/// INCREMENT/DECREMENT's response: the new value and CAS (a quiet success says
+/// nothing), or memcached's status.
+fn counted(out: &mut Vec<u8>, h: &Header, quiet: bool, r: Delta) {
+    match r {
+        Delta::Value(v) => {
+            if !quiet {
+                bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
+            }
         }
-        Request::Stat { key } => {
-            stat(h, key, cx, out);
-            Flow::Next
-        }
-        Request::SaslListMechs => {
-            bin::simple(out, h, status::SUCCESS, 0, auth::SASL_MECHS);
-            Flow::Next
-        }
-        Request::SaslAuth { step, mech, .. } => {
-            sasl_auth(h, step, mech, value, cx, out, sasl);
-            Flow::Next
-        }
+        Delta::NotFound => bin::error(out, h, status::KEY_ENOENT),
+        Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),
+        Delta::Exists => bin::error(out, h, status::KEY_EEXISTS),
+        Delta::OutOfMemory => bin::simple(
+            out,
+            h,
+            status::ENOMEM,
+            0,
+            b"Out of memory incrementing value",
+        ),
     }
 }
 

@@ -210,7 +210,7 @@ impl Default for Settings {
 pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
 
 /// `-o value_lend_min`'s default: values of 4 KiB and more are sent from item
-/// memory (docs/benchmarks.md, "Zero-copy values (issue 13 part 2)", measured it).
+/// memory (docs/benchmarks.md, "Zero-copy values", measured it).
 pub const VALUE_LEND_MIN: usize = 4096;
 
 /// Longest get line buffered (memcached has no limit; we keep per-connection
