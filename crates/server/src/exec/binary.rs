@@ -18,7 +18,7 @@ use memcrab_store::{
 use super::admin;
 use super::arith::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Visit};
+use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
 use crate::io::out::Out;
@@ -220,7 +220,7 @@ fn get(
         if !no_value && out.lends(it.value.len()) {
             // Sent from the store's memory (see out.rs) unless it won't lend.
             bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
-            fetcher.value(out, it);
+            fetch::value(cx, out, it);
         } else {
             let value = (!no_value).then_some(it.value);
             bin::hit(out, h, it.cas, it.flags, key, value);

@@ -2,8 +2,9 @@
 //! binary GET/GETK/GAT/TOUCH and their quiet forms. A [`Fetcher`] makes the engine
 //! call and does all of a lookup's bookkeeping, once for every protocol, as
 //! memcached's `do_item_get` does: the counters, `watch fetchers`, `stats detail`'s
-//! prefixes, and lent values (`values_lent`). The executors only encode what a hit
-//! shows (their visitor) and the miss.
+//! prefixes; and [`value`] appends a hit's value, lent or copied, counting
+//! `values_lent`. The executors only encode what a hit shows (their visitor) and the
+//! miss.
 
 use memcrab_proto::text::watch::{self as line, GetStatus};
 use memcrab_store::{Fetch, GetOpts, Item};
@@ -11,10 +12,6 @@ use memcrab_store::{Fetch, GetOpts, Item};
 use super::{Ctx, Seen};
 use crate::admin::prefix::Op;
 use crate::io::out::Out;
-
-/// How many keys ahead a multiget prefetches index buckets, and items.
-const PREFETCH_INDEX_AHEAD: usize = 8;
-const PREFETCH_ITEM_AHEAD: usize = 4;
 
 /// Which counters a lookup moves, as memcached counts each command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,14 +139,14 @@ impl<'c, 'a> Fetcher<'c, 'a> {
             report(cx, key, found, seen);
         }
     }
+}
 
-    /// Appends a hit's value to `out`: lent by the store when the output lends values
-    /// this long (see `out.rs`, counted as `values_lent`), else copied.
-    #[inline]
-    pub fn value(&self, out: &mut Out, it: &Item<'_>) {
-        if out.value(it) {
-            self.cx.counters.values_lent.incr();
-        }
+/// Appends a hit's value to `out`: lent by the store when the output lends values
+/// this long (see `out.rs`, counted as `values_lent`), else copied.
+#[inline]
+pub fn value(cx: &Ctx<'_>, out: &mut Out, it: &Item<'_>) {
+    if out.value(it) {
+        cx.counters.values_lent.incr();
     }
 }
 
@@ -173,41 +170,4 @@ fn report(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
     cx.server.watch.emit(line::FETCHERS, &mut |out| {
         line::item_get(out, key, status, clsid, fd, size)
     });
-}
-
-/// A multi-get's prefetching: later keys' index buckets, then their items, start
-/// loading ahead of their lookups, so the cache misses of many keys overlap instead
-/// of adding up. The key being looked up next gains nothing: only later ones are
-/// hinted.
-pub struct Prefetch<'c, 'a, I> {
-    cx: &'c Ctx<'a>,
-    index: std::iter::Skip<I>,
-    item: std::iter::Skip<I>,
-}
-
-impl<'c, 'a, 'k, I: Iterator<Item = &'k [u8]> + Clone> Prefetch<'c, 'a, I> {
-    /// Hints the keys that follow the `from`th of `keys`.
-    #[inline]
-    pub fn new(cx: &'c Ctx<'a>, keys: I, from: usize) -> Self {
-        let mut index = keys.clone().skip(from + 1);
-        let mut item = keys.skip(from + 1);
-        for k in index.by_ref().take(PREFETCH_INDEX_AHEAD) {
-            cx.engine.prefetch_index(k);
-        }
-        for k in item.by_ref().take(PREFETCH_ITEM_AHEAD) {
-            cx.engine.prefetch_item(k);
-        }
-        Prefetch { cx, index, item }
-    }
-
-    /// Before the next key's lookup: hints one more key of each kind.
-    #[inline]
-    pub fn advance(&mut self) {
-        if let Some(k) = self.index.next() {
-            self.cx.engine.prefetch_index(k);
-        }
-        if let Some(k) = self.item.next() {
-            self.cx.engine.prefetch_item(k);
-        }
-    }
 }

@@ -33,7 +33,7 @@ use memcrab_store::{
 
 use super::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Visit};
+use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
 use crate::io::out::Out;
@@ -210,7 +210,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
         out.extend_from_slice(b"\r\n");
         if flags.value {
             // Lent by the store when it is long enough (see out.rs), else copied.
-            fetcher.value(out, it);
+            fetch::value(cx, out, it);
             out.extend_from_slice(b"\r\n");
         }
         if won {

@@ -50,7 +50,7 @@ pub fn cmd_of(mode: Mode) -> StoreCmd {
 /// item; `store_no_memory` when there was no memory. (An append with a CAS that
 /// differs answers EXISTS without counting `cas_badval`, as in memcached.) Then
 /// `watch mutations` is told.
-#[inline]
+#[inline(always)]
 pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     if s.prefix {
         cx.server.prefixes.record(s.key, Op::Set);
@@ -69,7 +69,15 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
         StoreResult::Stored(_) | StoreResult::Exists | StoreResult::NotStored => {}
     }
     if cx.server.watch.wants(line::MUTATIONS) {
-        report(cx, r, s);
+        // The fields, not `s`: a reference would keep `s` in memory on the hot path.
+        let m = Mutation {
+            key: s.key,
+            cmd: s.cmd,
+            flags: s.flags,
+            exptime: s.exptime,
+            value_len: s.value.len(),
+        };
+        report(cx, r, m);
     }
     if r == StoreResult::OutOfMemory && s.oom_drops_old && s.mode != Mode::Set {
         cx.engine.delete(s.key, &DeleteOpts::default());
@@ -77,9 +85,18 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     r
 }
 
+/// What `watch mutations` shows of a store: the item the request made.
+struct Mutation<'a> {
+    key: &'a [u8],
+    cmd: StoreCmd,
+    flags: u32,
+    exptime: RelTime,
+    value_len: usize,
+}
+
 #[cold]
 #[inline(never)]
-fn report(cx: &Ctx<'_>, r: StoreResult, s: &Store<'_>) {
+fn report(cx: &Ctx<'_>, r: StoreResult, s: Mutation<'_>) {
     let status = match r {
         StoreResult::Stored(_) => StoreStatus::Stored,
         StoreResult::NotStored => StoreStatus::NotStored,
@@ -87,7 +104,7 @@ fn report(cx: &Ctx<'_>, r: StoreResult, s: &Store<'_>) {
         StoreResult::NotFound => StoreStatus::NotFound,
         StoreResult::OutOfMemory => return report_refused(cx, s.key, Some(s.cmd), r),
     };
-    let (mut flags, mut exptime, mut value_len) = (s.flags, s.exptime, s.value.len());
+    let (mut flags, mut exptime, mut value_len) = (s.flags, s.exptime, s.value_len);
     if status == StoreStatus::Stored && matches!(s.cmd, StoreCmd::Append | StoreCmd::Prepend) {
         // memcached logs the joined item: its length, and the flags and exptime it
         // kept. Read back without a bump (a store to the key in between would show

@@ -12,11 +12,15 @@ use memcrab_store::{
 use super::admin::{self, MemLimitRefused, Shutdown};
 use super::arith::arith;
 use super::delete::{self, Delete};
-use super::fetch::{Counts, Fetcher, Prefetch, Visit};
+use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow, Resume};
 use crate::io::out::Out;
 use crate::server::VERSION;
+
+/// How many keys ahead a multiget prefetches index buckets, and items.
+const PREFETCH_INDEX_AHEAD: usize = 8;
+const PREFETCH_ITEM_AHEAD: usize = 4;
 
 /// Appends `r` unless the request said `noreply`.
 #[inline]
@@ -218,9 +222,24 @@ fn get(
     };
     let fetcher = Fetcher::new(cx, counts, true);
     let start = out.len();
-    let mut prefetch = Prefetch::new(cx, keys.clone(), resume.keys);
+    // Start loading later keys' index buckets, then their items, so the cache
+    // misses of many keys overlap instead of adding up. The key being looked up
+    // next gains nothing: only later ones are hinted.
+    let mut ahead_index = keys.clone().skip(resume.keys + 1);
+    let mut ahead_item = keys.clone().skip(resume.keys + 1);
+    for k in ahead_index.by_ref().take(PREFETCH_INDEX_AHEAD) {
+        cx.engine.prefetch_index(k);
+    }
+    for k in ahead_item.by_ref().take(PREFETCH_ITEM_AHEAD) {
+        cx.engine.prefetch_item(k);
+    }
     for (i, key) in keys.enumerate().skip(resume.keys) {
-        prefetch.advance();
+        if let Some(k) = ahead_index.next() {
+            cx.engine.prefetch_index(k);
+        }
+        if let Some(k) = ahead_item.next() {
+            cx.engine.prefetch_item(k);
+        }
         if i > resume.keys && out.len() > out_limit {
             resume.keys = i;
             return Flow::Suspend;
@@ -238,7 +257,7 @@ fn get(
             let cas = cas.then_some(it.cas);
             if out.lends(it.value.len()) {
                 reply::value_head(out, key, it.flags, it.value.len(), cas);
-                fetcher.value(out, it);
+                fetch::value(cx, out, it);
                 out.extend_from_slice(b"\r\n");
             } else {
                 reply::value(out, key, it.flags, it.value, cas);
