@@ -17,7 +17,7 @@ pub struct Delete<'a> {
     /// The command `watch deletions` names (memcached 1.6.20 logs text `delete` and
     /// `md`); `None` for a binary delete, which memcached does not log.
     pub watched_as: Option<DeleteCmd>,
-    /// `stats detail` records it (text and binary deletes; not `md`, as in memcached).
+    /// `stats detail` records it (text and binary deletes; not `md`).
     pub prefix: bool,
     /// A CAS that differed counts as a delete miss (memcached's `md` does; its binary
     /// delete counts nothing then).

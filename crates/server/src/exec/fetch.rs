@@ -46,8 +46,8 @@ pub enum Visit {
 pub struct Fetcher<'c, 'a> {
     cx: &'c Ctx<'a>,
     counts: Counts,
-    /// `stats detail` records the lookups (text `get`/`gat` and binary GET/GAT; not
-    /// `touch`, `mg` or `me`, as in memcached).
+    /// `stats detail` records the lookups (text `get`/`gat` and every binary GET,
+    /// GAT and TOUCH; not text `touch`, `mg` or `me`).
     prefix: bool,
     /// Whether somebody watches fetches (one Relaxed load per request, not per key).
     watched: bool,
@@ -72,33 +72,42 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         opts: &GetOpts,
         mut show: impl FnMut(&Item<'_>) -> Visit,
     ) -> Fetch {
-        let mut seen = Seen::default();
         let mut refused = false;
-        let watched = self.watched;
-        let found = self.cx.engine.get(key, opts, &mut |it| {
-            if watched {
+        let mut visit = |it: &Item<'_>| match show(it) {
+            Visit::Shown => false,
+            Visit::Won => true,
+            Visit::Refused => {
+                refused = true;
+                false
+            }
+        };
+        // Two lookups, so that the usual one (nobody watches) does nothing for
+        // `watch` per key.
+        if self.watched {
+            let mut seen = Seen::default();
+            let found = self.cx.engine.get(key, opts, &mut |it| {
                 seen = Seen::of(&it);
+                visit(&it)
+            });
+            if !refused {
+                self.count(key, found);
+                report(self.cx, key, found, seen);
             }
-            match show(&it) {
-                Visit::Shown => false,
-                Visit::Won => true,
-                Visit::Refused => {
-                    refused = true;
-                    false
-                }
+            found
+        } else {
+            let found = self.cx.engine.get(key, opts, &mut |it| visit(&it));
+            if !refused {
+                self.count(key, found);
             }
-        });
-        if !(refused && found.is_hit()) {
-            self.count(key, found, seen);
+            found
         }
-        found
     }
 
     /// memcached's counting for one lookup: `get_expired` or `get_flushed` when the
     /// key held a dead item (`do_item_get`, whatever the command), then the command's
-    /// own counters, `stats detail`, and `watch fetchers`.
+    /// own counters and `stats detail`.
     #[inline]
-    fn count(&self, key: &[u8], found: Fetch, seen: Seen) {
+    fn count(&self, key: &[u8], found: Fetch) {
         let cx = self.cx;
         let c = cx.counters;
         if self.counts != Counts::WatchOnly {
@@ -134,9 +143,6 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         if self.prefix {
             let hit = found.is_hit();
             cx.server.prefixes.record(key, Op::Get { hit });
-        }
-        if self.watched {
-            report(cx, key, found, seen);
         }
     }
 }

@@ -25,7 +25,7 @@ pub struct Store<'a> {
     /// command when it is [`StoreCmd::Cas`] (`cas`, a binary store with a CAS, `ms`
     /// set/replace with `C`).
     pub cmd: StoreCmd,
-    /// `stats detail` records it (text and binary stores; not `ms`, as in memcached).
+    /// `stats detail` records it (text and binary stores; not `ms`).
     pub prefix: bool,
     /// Out of memory drops the old item whatever the mode (memcached's `ms`; the
     /// engine itself drops it for a set).
