@@ -342,6 +342,8 @@ struct Workers {
     handles: Vec<thread::JoinHandle<()>>,
 }
 
+/// Starts the worker threads; the acceptor, started last by [`serve`], hands them
+/// connections.
 fn start_workers(
     server: &Arc<Server>,
     udp_sockets: &[std::net::UdpSocket],
