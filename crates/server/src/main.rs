@@ -14,28 +14,24 @@
 //!   all share Arc<Server> { settings, engine, per-worker counters, users, tls, ... }
 //! ```
 //!
-//! Startup runs memcached's steps in its order (service.rs draws them): refuse root
-//! without `-u`, bind, leave root, `-d`, `-P`, then start the threads.
+//! Startup runs memcached's steps in its order (`run`, one function per step;
+//! `startup/service.rs` draws them): refuse root without `-u`, bind, leave root,
+//! `-d`, `-P`, then start the threads.
 //!
 //! One request path serves every transport: a transport moves bytes and calls the
 //! request step, which frames and decodes requests and hands them to the executors.
 //!
-//! Modules, each importing only those below it (no cycles):
+//! What is at the top (no two files import each other, directly or around a
+//! circle); each folder's `mod.rs` maps its own files:
 //!
 //! ```text
-//!   main.rs       flags, binding, threads, signals
-//!   startup/      settings/ (the command line), service.rs (-u, -d, -P, -r), auth.rs
-//!                 (SASL and -Y password files), listen.rs (the acceptor thread, -c)
-//!   io/           the transport: worker.rs (epoll loop), uring.rs and ringio.rs
-//!                 (io_uring loop), conn.rs (a stream's read/serve/write cycle), udp.rs,
-//!                 tls.rs, net.rs (sockets), out.rs (reply bytes and lent values),
-//!                 handoff.rs (acceptor → worker)
+//!   main.rs       start-up steps, threads, signals
+//!   startup/      the command line, -u/-d/-P, password files, the acceptor thread
+//!   io/           the transport: sockets, connections, the epoll and io_uring loops,
+//!                 UDP, TLS, reply bytes
 //!   request.rs    the transport-independent request step (Session::step/serve)
-//!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
-//!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)
-//!   admin/        stats.rs (the `stats` writer), counters.rs, watch.rs, prefix.rs
-//!                 (`stats detail`), slab.rs (memcached's classes), tunables.rs,
-//!                 metrics/ (`/metrics`), latency.rs, hotkeys.rs, slowlog.rs
+//!   exec/         executors: a file per command family, a file per protocol
+//!   admin/        stats and counters, watch, stats detail, slab classes, tunables
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
 //! ```
@@ -56,6 +52,7 @@ use memcrab_store::reference::Reference;
 use memcrab_store::seg::Seg;
 use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
+use signal_hook::iterator::Signals;
 
 use crate::admin::{slab, watch};
 use crate::io::{handoff, net, tls, udp, uring, worker};
@@ -124,12 +121,43 @@ fn usable_cpus() -> Option<usize> {
     }
 }
 
+/// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
+/// then serving until shutdown, then the graceful stop's save.
 fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
-    // More workers than CPUs we may run on only adds context switches (on one pinned
-    // core, four workers share it in CFS time slices: more CPU per request and
-    // a p99 of milliseconds, docs/benchmarks.md), so the workers are capped at the
-    // affinity mask's size (`stats` reports them as `threads`; `stats settings` keeps
-    // -t as `num_threads`).
+    cap_workers(&mut settings);
+    tune_malloc(&settings);
+    let signals = catch_signals()?;
+    // memcached refuses root without -u before doing anything else.
+    let user = service::target_user(&settings)?;
+    if settings.enable_coredumps {
+        service::enable_coredumps()?;
+    }
+    let store = open_engine(&settings)?;
+    choose_io(&mut settings);
+    let metrics = bind_metrics(&mut settings)?;
+    let server = Arc::new(Server::new(settings, store.engine, tls));
+    report_evictions(&server, store.clock);
+    let (listeners, udp_sockets) = bind(&server, user.as_ref())?;
+    write_port_file(&listeners, &udp_sockets)?;
+    let pid_file = detach(&server.settings)?;
+    listen::register_listeners(&server, &listeners);
+    let timers = start_timers(&server)?;
+    if let Some(listener) = metrics {
+        admin::metrics::spawn(listener, Arc::clone(&server))?;
+    }
+    let workers = start_workers(&server, &udp_sockets)?;
+    start_signal_thread(&server, signals)?;
+    announce(&server.settings, &listeners, &udp_sockets);
+    serve(&server, listeners, workers, timers)?;
+    stop(&server, store.restartable, pid_file)
+}
+
+/// More workers than CPUs we may run on only adds context switches (on one pinned
+/// core, four workers share it in CFS time slices: more CPU per request and a p99 of
+/// milliseconds, docs/benchmarks.md), so the workers are capped at the affinity
+/// mask's size (`stats` reports them as `threads`; `stats settings` keeps -t as
+/// `num_threads`).
+fn cap_workers(settings: &mut Settings) {
     if let Some(cpus) = usable_cpus() {
         if settings.threads > cpus {
             if settings.verbose > 0 {
@@ -141,92 +169,128 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             settings.workers = cpus;
         }
     }
+}
+
+/// glibc's allocator tuning, before any thread exists.
+fn tune_malloc(settings: &Settings) {
     if settings.engine == EngineKind::Reference {
         limit_malloc_arenas();
     }
     fix_mmap_threshold();
-    // Catch the signals before anything else, so that one arriving during startup
-    // still means what it means later (SIGHUP never kills memcrab), not the
-    // default abrupt exit.
-    let mut signals = signal_hook::iterator::Signals::new([
+}
+
+/// Catches the signals before anything else, so that one arriving during startup
+/// still means what it means later (SIGHUP never kills memcrab), not the default
+/// abrupt exit. [`start_signal_thread`] handles them once the server runs.
+fn catch_signals() -> anyhow::Result<Signals> {
+    Ok(Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGHUP,
         signal_hook::consts::SIGUSR1,
-    ])?;
-    // memcached refuses root without -u before doing anything else.
-    let user = service::target_user(&settings)?;
-    if settings.enable_coredumps {
-        service::enable_coredumps()?;
-    }
+    ])?)
+}
+
+/// The engine and its clock, and, under -e, the segment engine again with its memory
+/// file, to save at a graceful stop.
+struct Store {
+    engine: Arc<dyn memcrab_store::Engine>,
+    clock: Arc<Clock>,
+    restartable: Option<(Arc<Seg>, std::path::PathBuf)>,
+}
+
+/// Builds the engine `-o engine` names; with -e, on a memory file, warm if the last
+/// stop saved it.
+fn open_engine(settings: &Settings) -> anyhow::Result<Store> {
     let config = Config {
         limit_bytes: settings.memory_limit_mb * 1024 * 1024,
         evict: !settings.no_evict,
         use_cas: settings.use_cas,
         item_size_max: settings.item_size_max,
     };
-    // -e: the engine on a memory file, warm if the last stop saved it. Kept to save
-    // it again at a graceful stop.
-    let mut restartable: Option<(Arc<Seg>, std::path::PathBuf)> = None;
-    let (engine, clock): (Arc<dyn memcrab_store::Engine>, Arc<Clock>) =
-        match (settings.engine, &settings.memory_file) {
-            (EngineKind::Seg, Some(path)) => {
-                let started = memcrab_store::seg::open_memory_file(config, path)
-                    .with_context(|| format!("-e {}", path.display()))?;
-                // memcached prints its [restart] lines whatever the verbosity.
-                eprintln!("[restart] {}", started.log);
-                let seg = Arc::new(started.seg);
-                restartable = Some((Arc::clone(&seg), path.clone()));
-                (seg, started.clock)
+    Ok(match (settings.engine, &settings.memory_file) {
+        (EngineKind::Seg, Some(path)) => {
+            let started = memcrab_store::seg::open_memory_file(config, path)
+                .with_context(|| format!("-e {}", path.display()))?;
+            // memcached prints its [restart] lines whatever the verbosity.
+            eprintln!("[restart] {}", started.log);
+            let seg = Arc::new(started.seg);
+            Store {
+                engine: Arc::clone(&seg) as Arc<dyn memcrab_store::Engine>,
+                clock: started.clock,
+                restartable: Some((seg, path.clone())),
             }
-            (EngineKind::Seg, None) => {
-                let clock = Arc::new(Clock::new());
-                (Arc::new(Seg::new(config, Arc::clone(&clock))), clock)
+        }
+        (EngineKind::Seg, None) => {
+            let clock = Arc::new(Clock::new());
+            Store {
+                engine: Arc::new(Seg::new(config, Arc::clone(&clock))),
+                clock,
+                restartable: None,
             }
-            (EngineKind::Reference, _) => {
-                let clock = Arc::new(Clock::new());
-                let e = Reference::new(config, settings.hash_power, Arc::clone(&clock));
-                (Arc::new(e), clock)
+        }
+        (EngineKind::Reference, _) => {
+            let clock = Arc::new(Clock::new());
+            let e = Reference::new(config, settings.hash_power, Arc::clone(&clock));
+            Store {
+                engine: Arc::new(e),
+                clock,
+                restartable: None,
             }
-        };
+        }
+    })
+}
+
+/// io_uring when asked for and the kernel allows it, else epoll.
+fn choose_io(settings: &mut Settings) {
     if settings.io == IoKind::Uring {
         if let Err(e) = uring::probe(settings.max_connections) {
             eprintln!("memcrab: io_uring unavailable ({e}); using epoll");
             settings.io = IoKind::Epoll;
         }
     }
-    // -o metrics_listen: bound now, as the other listeners, so that a bad address
-    // stops startup; `stats settings` shows the address bound.
-    let metrics = match &settings.metrics_listen {
-        Some(addr) => {
-            let (listener, bound) = admin::metrics::bind(addr).map_err(anyhow::Error::msg)?;
-            settings.metrics_listen = Some(bound);
-            Some(listener)
-        }
-        None => None,
+}
+
+/// `-o metrics_listen`: bound now, as the other listeners, so that a bad address
+/// stops start-up; `stats settings` shows the address bound.
+fn bind_metrics(settings: &mut Settings) -> anyhow::Result<Option<std::net::TcpListener>> {
+    let Some(addr) = &settings.metrics_listen else {
+        return Ok(None);
     };
-    let server = Arc::new(Server::new(settings, engine, tls));
+    let (listener, bound) = admin::metrics::bind(addr).map_err(anyhow::Error::msg)?;
+    settings.metrics_listen = Some(bound);
+    Ok(Some(listener))
+}
+
+/// `watch evictions`: the engine reports each eviction to the hub.
+fn report_evictions(server: &Arc<Server>, clock: Arc<Clock>) {
     let s = &server.settings;
-    // `watch evictions`: the engine reports each eviction to the hub.
     server
         .engine
         .set_eviction_listener(Arc::new(watch::EvictionReport {
             hub: Arc::clone(&server.watch),
-            clock: Arc::clone(&clock),
+            clock,
             classes: slab::Classes {
                 chunk_size: s.chunk_size,
                 growth_factor: s.growth_factor,
                 use_cas: s.use_cas,
             },
         }));
+}
 
-    // TCP and UDP as root (ports below 1024), the unix socket as the -u user.
+/// Binds TCP and UDP as root (ports below 1024), leaves root for `user` (-u), then
+/// binds the unix socket as that user.
+fn bind(
+    server: &Server,
+    user: Option<&nix::unistd::User>,
+) -> anyhow::Result<(Vec<net::Listener>, Vec<std::net::UdpSocket>)> {
+    let s = &server.settings;
     let mut listeners = match s.unix_socket {
         None => net::bind(s)?,
         Some(_) => Vec::new(),
     };
     let udp_sockets = net::bind_udp(s)?;
-    if let Some(user) = &user {
+    if let Some(user) = user {
         service::switch_user(user)?;
         // memcached reads -Y after leaving root: a file the user cannot read fails
         // now rather than at the first SIGHUP.
@@ -235,7 +299,12 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     if s.unix_socket.is_some() {
         listeners = net::bind(s)?;
     }
-    write_port_file(&listeners, &udp_sockets)?;
+    Ok((listeners, udp_sockets))
+}
+
+/// `-d` (daemonize), `-P` (the pid file, written after the fork) and `-k` (lock
+/// memory).
+fn detach(s: &Settings) -> anyhow::Result<Option<service::PidFile>> {
     if s.daemonize {
         // Forks: no other thread exists yet, so the child inherits a consistent
         // process. Everything that can fail on the command line has been checked,
@@ -252,37 +321,50 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             );
         }
     }
-    listen::register_listeners(&server, &listeners);
+    Ok(pid_file)
+}
 
-    // The clock ticker: memcached's clock_handler, a few times a second. The
-    // engine's upkeep (expiry and delayed-flush sweeps) runs on a thread of its own,
-    // as memcached's LRU maintainer does: a long sweep on a busy machine must not
-    // hold the clock back (the differential fuzzer once saw it 4 s behind).
-    let ticker = {
-        let server = Arc::clone(&server);
-        thread::Builder::new().name("clock".into()).spawn(move || {
-            while !server.shutting_down() {
-                server.engine.clock().tick();
-                thread::sleep(Duration::from_millis(100));
-            }
-        })?
-    };
-    let maintainer = {
-        let server = Arc::clone(&server);
-        thread::Builder::new()
-            .name("maintain".into())
-            .spawn(move || {
-                while !server.shutting_down() {
-                    server.engine.maintain();
-                    thread::sleep(Duration::from_millis(100));
-                }
-            })?
-    };
+/// Runs `job` every 100 ms on a thread of its own until shutdown.
+fn every_100ms(
+    name: &str,
+    server: &Arc<Server>,
+    job: fn(&Server),
+) -> std::io::Result<thread::JoinHandle<()>> {
+    let server = Arc::clone(server);
+    thread::Builder::new().name(name.into()).spawn(move || {
+        while !server.shutting_down() {
+            job(&server);
+            thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
 
-    if let Some(listener) = metrics {
-        admin::metrics::spawn(listener, Arc::clone(&server))?;
-    }
+/// The clock ticker (memcached's clock_handler, a few times a second) and the
+/// engine's upkeep (expiry and delayed-flush sweeps), each on a thread of its own, as
+/// memcached's LRU maintainer is: a long sweep on a busy machine must not hold the
+/// clock back (the differential fuzzer once saw it 4 s behind).
+fn start_timers(server: &Arc<Server>) -> std::io::Result<[thread::JoinHandle<()>; 2]> {
+    let ticker = every_100ms("clock", server, |s| s.engine.clock().tick())?;
+    let maintainer = every_100ms("maintain", server, |s| s.engine.maintain())?;
+    Ok([ticker, maintainer])
+}
 
+/// The worker threads (`-t`, capped by [`cap_workers`]), each with its poll, its
+/// hand-off channel from the acceptor and its share of the UDP sockets, on the
+/// `-o io` loop; and the acceptor's poll, which the workers' wakers join.
+struct Workers {
+    accept_poll: Poll,
+    to_workers: Vec<(std::sync::mpsc::Sender<handoff::NewConn>, Arc<Waker>)>,
+    handles: Vec<thread::JoinHandle<()>>,
+}
+
+/// Starts the worker threads; the acceptor, started last by [`serve`], hands them
+/// connections.
+fn start_workers(
+    server: &Arc<Server>,
+    udp_sockets: &[std::net::UdpSocket],
+) -> anyhow::Result<Workers> {
+    let s = &server.settings;
     let accept_poll = Poll::new()?;
     let mut wakers = vec![Arc::new(Waker::new(accept_poll.registry(), handoff::WAKE)?)];
     let mut to_workers = Vec::new();
@@ -296,13 +378,13 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
         wakers.push(waker);
         let udp = udp_sockets
             .iter()
-            .map(|u| udp::Port::new(&server, u))
+            .map(|u| udp::Port::new(server, u))
             .collect::<std::io::Result<Vec<_>>>()?;
         let w = worker::Worker {
             id,
             poll,
             rx,
-            server: Arc::clone(&server),
+            server: Arc::clone(server),
             udp,
         };
         handles.push(thread::Builder::new().name(format!("worker-{id}")).spawn(
@@ -313,59 +395,94 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
         )?);
     }
     let _ = server.wakers.set(wakers);
+    Ok(Workers {
+        accept_poll,
+        to_workers,
+        handles,
+    })
+}
 
-    {
-        let server = Arc::clone(&server);
-        thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || {
-                use signal_hook::consts::{SIGHUP, SIGUSR1};
-                for sig in signals.forever() {
-                    match sig {
-                        SIGHUP => server.reload(),
-                        SIGUSR1 => {
-                            // memcached's graceful stop: stop accepting, let the
-                            // workers finish what they have read, save the cache
-                            // (-e), exit 0.
-                            eprintln!("Gracefully stopping");
-                            server.begin_graceful_shutdown();
-                            return;
+/// The signal thread: SIGHUP reloads (users and TLS certificates); SIGUSR1 is
+/// memcached's graceful stop; SIGTERM and SIGINT stop.
+fn start_signal_thread(server: &Arc<Server>, mut signals: Signals) -> std::io::Result<()> {
+    let server = Arc::clone(server);
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            use signal_hook::consts::{SIGHUP, SIGUSR1};
+            for sig in signals.forever() {
+                match sig {
+                    SIGHUP => server.reload(),
+                    SIGUSR1 => {
+                        // memcached's graceful stop: stop accepting, let the
+                        // workers finish what they have read, save the cache
+                        // (-e), exit 0.
+                        eprintln!("Gracefully stopping");
+                        server.begin_graceful_shutdown();
+                        return;
+                    }
+                    _ => {
+                        if server.verbosity.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                            eprintln!("Exiting normally");
                         }
-                        _ => {
-                            if server.verbosity.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-                                eprintln!("Exiting normally");
-                            }
-                            server.begin_shutdown();
-                            return;
-                        }
+                        server.begin_shutdown();
+                        return;
                     }
                 }
-            })?;
-    }
+            }
+        })?;
+    Ok(())
+}
 
+/// `-v`: what memcrab listens on, and with which loop.
+fn announce(s: &Settings, listeners: &[net::Listener], udp_sockets: &[std::net::UdpSocket]) {
     if s.verbose > 0 {
         eprintln!("memcrab: connections on {}", s.io.name());
-        for l in &listeners {
+        for l in listeners {
             eprintln!("memcrab: listening on {}", l.local_addr_text());
         }
         for u in udp_sockets.iter().filter_map(|u| u.local_addr().ok()) {
             eprintln!("memcrab: listening on udp:{u}");
         }
     }
+}
+
+/// Runs the acceptor until shutdown, then waits for every thread to end.
+fn serve(
+    server: &Arc<Server>,
+    listeners: Vec<net::Listener>,
+    workers: Workers,
+    timers: [thread::JoinHandle<()>; 2],
+) -> std::io::Result<()> {
     let acceptor = {
-        let server = Arc::clone(&server);
+        let server = Arc::clone(server);
+        let Workers {
+            accept_poll,
+            to_workers,
+            ..
+        } = workers;
         thread::Builder::new()
             .name("acceptor".into())
             .spawn(move || listen::accept_loop(listeners, accept_poll, to_workers, server))?
     };
     let _ = acceptor.join();
-    for h in handles {
+    for h in workers.handles {
         let _ = h.join();
     }
-    // Nothing else touches the engine now (the maintainer included): a graceful
-    // stop saves it for a warm restart.
-    let _ = ticker.join();
-    let _ = maintainer.join();
+    // Nothing else touches the engine after this (the maintainer included).
+    for t in timers {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+/// After every thread ended: a graceful stop with -e saves the engine for a warm
+/// restart; then the pid file goes.
+fn stop(
+    server: &Server,
+    restartable: Option<(Arc<Seg>, std::path::PathBuf)>,
+    pid_file: Option<service::PidFile>,
+) -> anyhow::Result<()> {
     if let Some((seg, path)) = restartable.filter(|_| server.is_graceful()) {
         match seg.save(&path, env!("CARGO_PKG_VERSION")) {
             Ok(saved) => eprintln!("[restart] {}", saved.log),

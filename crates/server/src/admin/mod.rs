@@ -1,8 +1,23 @@
 //! What an operator reads and tunes at run time: `stats` and its counters, `watch`,
 //! `stats detail`'s per-prefix counters, memcached's slab classes as reports name them,
-//! and the settings admin commands change; the `/metrics` listener (metrics/), and
-//! the request latency, hot key and slow log structures (latency.rs, hotkeys.rs,
-//! slowlog.rs).
+//! and the settings admin commands change. The executors (`crate::exec`) count into
+//! these and answer the admin commands from them.
+//!
+//! ```text
+//!   admin/stats.rs      the `stats` writer (memcached's process_stat and its groups)
+//!         │ reads
+//!         ├── counters.rs   per-worker request counters (get_hits, cmd_set, ...)
+//!         ├── prefix.rs     `stats detail`: per key prefix counters
+//!         ├── slab.rs       memcached's slab classes (`cls`, `clsid`, `stats slabs`)
+//!         └── tunables.rs   what lru_crawler, slabs and lru change at run time
+//!   admin/watch.rs      `watch`'s hub and log streams (fetchers, mutations,
+//!                       evictions, connevents, deletions)
+//!   admin/metrics/      the `/metrics` listener (-o metrics_listen): its own thread,
+//!                       memcached_exporter's series rendered from `stats`
+//!   admin/latency.rs    per-worker request latency histograms
+//!   admin/hotkeys.rs    sampled top-K keys by reads, writes and bytes
+//!   admin/slowlog.rs    the bounded ring of slow requests
+//! ```
 
 pub mod counters;
 pub mod hotkeys;

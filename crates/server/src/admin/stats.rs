@@ -211,7 +211,7 @@ fn general(server: &Server, out: &mut Vec<u8>) {
         _ => es.segments.memory_bytes + es.hash_bytes,
     };
     stat(out, "limit_used_bytes", used);
-    // memcrab's own (issue 13 part 2): values sent from item memory instead of
+    // memcrab's own (zero-copy values): values sent from item memory instead of
     // copied (`-o value_lend_min`); the bytes of the segments such values hold
     // (lent_segment_bytes), and of those the retired ones, kept past their eviction
     // until their sends complete (lease_held_bytes, part of limit_used_bytes and

@@ -1,7 +1,8 @@
-//! Binary-protocol requests against the store, with memcached 1.6.18's responses
-//! (`proto_bin.c`): statuses and error texts, CAS in every mutation's response,
-//! quiet forms that hide only what memcached hides (successes; a getq/getkq/gatq
-//! miss), SASL PLAIN, and memcached's stats counters.
+//! Binary-protocol requests: each maps its fields onto a command family's call
+//! (`super::fetch`, `store`, `delete`, `arith`, `admin`) and encodes memcached
+//! 1.6.18's responses (`proto_bin.c`): statuses and error texts, CAS in every
+//! mutation's response, quiet forms that hide only what memcached hides (successes;
+//! a getq/getkq/gatq miss), SASL PLAIN, and `stats` groups as packets.
 //!
 //! Framing and validation live in `memcrab_proto::binary`; the request step
 //! (`crate::request`) frames packets, checks value sizes with [`with_value_len`]
@@ -14,10 +15,12 @@ use memcrab_store::{
     DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult, Vivify,
 };
 
-use super::{
-    count_fetch, count_store, count_too_large, store_cmd, Ctx, FetchWatch, Flow, Mutation,
-};
-use crate::admin::prefix::Op;
+use super::admin;
+use super::arith::arith;
+use super::delete::{self, Delete};
+use super::fetch::{self, Counts, Fetcher, Visit};
+use super::store::{self, Store};
+use super::{Ctx, Flow};
 use crate::io::out::Out;
 use crate::server::VERSION;
 use crate::startup::auth;
@@ -58,13 +61,9 @@ pub fn with_value_len<'a>(
             if text::item_size_ok(key.len(), flags, value_len, cfg) {
                 return Ok((req, value_len));
             }
-            // memcached names no command for a binary store refused here.
-            count_too_large(cx, key, None);
-            cx.server.prefixes.record(key, Op::Set);
-            if kind == StoreKind::Set {
-                // A failed set must not leave the old value readable.
-                cx.engine.delete(key, &DeleteOpts::default());
-            }
+            // memcached names no command for a binary store refused here. A
+            // failed set must not leave the old value readable.
+            store::too_large(cx, key, None, true, kind == StoreKind::Set);
             Err(bin::Reject::Swallow(status::E2BIG, value_len))
         }
         Request::SaslAuth {
@@ -88,8 +87,12 @@ pub fn execute(
     out: &mut Out,
     sasl: &mut SaslState,
 ) -> Flow {
-    let c = cx.counters;
     let clock = cx.engine.clock();
+    let ok = |out: &mut Vec<u8>, quiet: bool| {
+        if !quiet {
+            bin::simple(out, h, status::SUCCESS, 0, b"");
+        }
+    };
     match req {
         Request::Get {
             key,
@@ -98,43 +101,15 @@ pub fn execute(
             touch,
             no_value,
         } => {
-            let opts = GetOpts {
-                touch: touch.map(|t| clock.realtime(i64::from(t))),
-                ..GetOpts::default()
-            };
-            let mut fw = FetchWatch::new(cx);
-            let found = cx.engine.get(key, &opts, &mut |it| {
-                fw.hit(&it);
-                let key = with_key.then_some(key);
-                if !no_value && out.lends(it.value.len()) {
-                    // Sent from the store's memory (see out.rs) unless it won't lend.
-                    bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
-                    if out.value(&it) {
-                        c.values_lent.incr();
-                    }
-                } else {
-                    bin::hit(
-                        out,
-                        h,
-                        it.cas,
-                        it.flags,
-                        key,
-                        (!no_value).then_some(it.value),
-                    );
-                }
-                false
-            });
-            count_fetch(cx, key, touch.is_some(), found, &fw);
-            let hit = found.is_hit();
-            cx.server.prefixes.record(key, Op::Get { hit });
-            if !hit && !quiet {
+            let touch = touch.map(|t| clock.realtime(i64::from(t)));
+            let found = get(h, key, touch, with_key, no_value, cx, out);
+            if !found.is_hit() && !quiet {
                 if with_key {
                     bin::miss_with_key(out, h, key);
                 } else {
                     bin::error(out, h, status::KEY_ENOENT);
                 }
             }
-            Flow::Next
         }
         Request::Store {
             kind,
@@ -147,79 +122,37 @@ pub fn execute(
         } => {
             // Under -C items carry no CAS, so memcached never sees the request's.
             let cas = if cx.server.settings.use_cas { cas } else { 0 };
-            let (mode, opts) = match kind {
-                StoreKind::Append | StoreKind::Prepend => (
-                    if kind == StoreKind::Append {
-                        Mode::Append
-                    } else {
-                        Mode::Prepend
-                    },
-                    StoreOpts {
-                        compare_cas: (cas != 0).then_some(cas),
-                        ..StoreOpts::default()
-                    },
-                ),
-                _ if cas != 0 => (Mode::Cas(cas), StoreOpts::default()),
-                StoreKind::Set => (Mode::Set, StoreOpts::default()),
-                StoreKind::Add => (Mode::Add, StoreOpts::default()),
-                StoreKind::Replace => (Mode::Replace, StoreOpts::default()),
-            };
-            cx.server.prefixes.record(key, Op::Set);
-            let exptime = clock.realtime(i64::from(exptime));
-            let r = cx.engine.store(mode, key, flags, exptime, value, &opts);
-            count_store(cx, matches!(mode, Mode::Cas(_)), r, || Mutation {
+            let (mode, opts) = store_mode(kind, cas);
+            let s = Store {
+                mode,
                 key,
-                cmd: store_cmd(mode),
                 flags,
-                exptime,
-                value_len: value.len(),
-            });
-            match r {
-                StoreResult::Stored(new_cas) => {
-                    if !quiet {
-                        bin::simple(out, h, status::SUCCESS, new_cas, b"");
-                    }
-                }
-                StoreResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
-                StoreResult::NotFound => bin::error(out, h, status::KEY_ENOENT),
-                StoreResult::NotStored => {
-                    let st = match mode {
-                        Mode::Add => status::KEY_EEXISTS,
-                        Mode::Replace => status::KEY_ENOENT,
-                        _ => status::NOT_STORED,
-                    };
-                    bin::error(out, h, st);
-                }
-                StoreResult::OutOfMemory => {
-                    if matches!(mode, Mode::Append | Mode::Prepend) {
-                        bin::error(out, h, status::NOT_STORED);
-                    } else {
-                        bin::simple(out, h, status::ENOMEM, 0, b"Out of memory allocating item");
-                    }
-                }
-            }
-            Flow::Next
+                exptime: clock.realtime(i64::from(exptime)),
+                value,
+                opts,
+                cmd: store::cmd_of(mode),
+                prefix: true,
+                oom_drops_old: false,
+            };
+            let r = store::store(cx, &s);
+            stored(out, h, mode, quiet, r);
         }
         Request::Delete { key, quiet, cas } => {
-            cx.server.prefixes.record(key, Op::Delete);
-            let opts = DeleteOpts {
-                compare_cas: (cas != 0).then_some(cas),
-                ..DeleteOpts::default()
+            let d = Delete {
+                key,
+                opts: DeleteOpts {
+                    compare_cas: (cas != 0).then_some(cas),
+                    ..DeleteOpts::default()
+                },
+                watched_as: None,
+                prefix: true,
+                cas_mismatch_misses: false,
             };
-            match cx.engine.delete(key, &opts) {
-                DeleteResult::Deleted | DeleteResult::Invalidated(_) => {
-                    c.delete_hits.incr();
-                    if !quiet {
-                        bin::simple(out, h, status::SUCCESS, 0, b"");
-                    }
-                }
-                DeleteResult::NotFound => {
-                    c.delete_misses.incr();
-                    bin::error(out, h, status::KEY_ENOENT);
-                }
+            match delete::delete(cx, &d) {
+                DeleteResult::Deleted | DeleteResult::Invalidated(_) => ok(out, quiet),
+                DeleteResult::NotFound => bin::error(out, h, status::KEY_ENOENT),
                 DeleteResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
             }
-            Flow::Next
         }
         Request::Arith {
             key,
@@ -238,69 +171,132 @@ pub fn execute(
                 }),
                 ..DeltaOpts::default()
             };
-            match cx.engine.delta(key, incr, delta, &opts) {
-                Delta::Value(v) => {
-                    if !v.created {
-                        c.count_delta(incr, true);
-                    }
-                    if !quiet {
-                        bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
-                    }
-                }
-                Delta::NotFound => {
-                    c.count_delta(incr, false);
-                    bin::error(out, h, status::KEY_ENOENT);
-                }
-                Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),
-                Delta::Exists => bin::error(out, h, status::KEY_EEXISTS),
-                Delta::OutOfMemory => bin::simple(
-                    out,
-                    h,
-                    status::ENOMEM,
-                    0,
-                    b"Out of memory incrementing value",
-                ),
-            }
-            Flow::Next
+            let r = arith(cx, key, incr, delta, &opts);
+            counted(out, h, quiet, r);
         }
         Request::Quit { quiet } => {
-            if !quiet {
-                bin::simple(out, h, status::SUCCESS, 0, b"");
-            }
-            Flow::Quit
+            ok(out, quiet);
+            return Flow::Quit;
         }
         Request::Flush { quiet, delay } => {
-            if !cx.server.settings.flush_enabled {
+            if admin::flush_all(cx, i64::from(delay), false) {
+                ok(out, quiet);
+            } else {
                 bin::error(out, h, status::AUTH_ERROR);
-                return Flow::Next;
             }
-            c.cmd_flush.incr();
-            let at = (delay > 0).then(|| clock.realtime(i64::from(delay)));
-            cx.engine.flush_all(at);
+        }
+        Request::Noop => ok(out, false),
+        Request::Version => bin::simple(out, h, status::SUCCESS, 0, VERSION.as_bytes()),
+        Request::Stat { key } => stat(h, key, cx, out),
+        Request::SaslListMechs => bin::simple(out, h, status::SUCCESS, 0, auth::SASL_MECHS),
+        Request::SaslAuth { step, mech, .. } => sasl_auth(h, step, mech, value, cx, out, sasl),
+    }
+    Flow::Next
+}
+
+/// GET/GETK/GAT/GATK/TOUCH and their quiet forms: the hit's response (its key with
+/// `with_key`, its value unless `no_value`, TOUCH), or nothing on a miss.
+fn get(
+    h: &Header,
+    key: &[u8],
+    touch: Option<memcrab_store::RelTime>,
+    with_key: bool,
+    no_value: bool,
+    cx: &Ctx<'_>,
+    out: &mut Out,
+) -> memcrab_store::Fetch {
+    let opts = GetOpts {
+        touch,
+        ..GetOpts::default()
+    };
+    let counts = if touch.is_some() {
+        Counts::Touch
+    } else {
+        Counts::Get
+    };
+    let fetcher = Fetcher::new(cx, counts, true);
+    fetcher.get(key, &opts, |it| {
+        let key = with_key.then_some(key);
+        if !no_value && out.lends(it.value.len()) {
+            // Sent from the store's memory (see out.rs) unless it won't lend.
+            bin::hit_head(out, h, it.cas, it.flags, key, it.value.len());
+            fetch::value(cx, out, it);
+        } else {
+            let value = (!no_value).then_some(it.value);
+            bin::hit(out, h, it.cas, it.flags, key, value);
+        }
+        Visit::Shown
+    })
+}
+
+/// INCREMENT/DECREMENT's response: the new value and CAS (a quiet success says
+/// nothing), or memcached's status.
+fn counted(out: &mut Vec<u8>, h: &Header, quiet: bool, r: Delta) {
+    match r {
+        Delta::Value(v) => {
             if !quiet {
-                bin::simple(out, h, status::SUCCESS, 0, b"");
+                bin::simple(out, h, status::SUCCESS, v.cas, &v.value.to_be_bytes());
             }
-            Flow::Next
         }
-        Request::Noop => {
-            bin::simple(out, h, status::SUCCESS, 0, b"");
-            Flow::Next
+        Delta::NotFound => bin::error(out, h, status::KEY_ENOENT),
+        Delta::NonNumeric => bin::error(out, h, status::DELTA_BADVAL),
+        Delta::Exists => bin::error(out, h, status::KEY_EEXISTS),
+        Delta::OutOfMemory => bin::simple(
+            out,
+            h,
+            status::ENOMEM,
+            0,
+            b"Out of memory incrementing value",
+        ),
+    }
+}
+
+/// A store's mode and options: append and prepend compare a CAS, other stores with
+/// one are memcached's cas.
+fn store_mode(kind: StoreKind, cas: u64) -> (Mode, StoreOpts) {
+    match kind {
+        StoreKind::Append | StoreKind::Prepend => (
+            if kind == StoreKind::Append {
+                Mode::Append
+            } else {
+                Mode::Prepend
+            },
+            StoreOpts {
+                compare_cas: (cas != 0).then_some(cas),
+                ..StoreOpts::default()
+            },
+        ),
+        _ if cas != 0 => (Mode::Cas(cas), StoreOpts::default()),
+        StoreKind::Set => (Mode::Set, StoreOpts::default()),
+        StoreKind::Add => (Mode::Add, StoreOpts::default()),
+        StoreKind::Replace => (Mode::Replace, StoreOpts::default()),
+    }
+}
+
+/// A store's response (`process_bin_update`'s statuses; a quiet success says nothing).
+fn stored(out: &mut Vec<u8>, h: &Header, mode: Mode, quiet: bool, r: StoreResult) {
+    match r {
+        StoreResult::Stored(new_cas) => {
+            if !quiet {
+                bin::simple(out, h, status::SUCCESS, new_cas, b"");
+            }
         }
-        Request::Version => {
-            bin::simple(out, h, status::SUCCESS, 0, VERSION.as_bytes());
-            Flow::Next
+        StoreResult::Exists => bin::error(out, h, status::KEY_EEXISTS),
+        StoreResult::NotFound => bin::error(out, h, status::KEY_ENOENT),
+        StoreResult::NotStored => {
+            let st = match mode {
+                Mode::Add => status::KEY_EEXISTS,
+                Mode::Replace => status::KEY_ENOENT,
+                _ => status::NOT_STORED,
+            };
+            bin::error(out, h, st);
         }
-        Request::Stat { key } => {
-            stat(h, key, cx, out);
-            Flow::Next
-        }
-        Request::SaslListMechs => {
-            bin::simple(out, h, status::SUCCESS, 0, auth::SASL_MECHS);
-            Flow::Next
-        }
-        Request::SaslAuth { step, mech, .. } => {
-            sasl_auth(h, step, mech, value, cx, out, sasl);
-            Flow::Next
+        StoreResult::OutOfMemory => {
+            if matches!(mode, Mode::Append | Mode::Prepend) {
+                bin::error(out, h, status::NOT_STORED);
+            } else {
+                bin::simple(out, h, status::ENOMEM, 0, b"Out of memory allocating item");
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Meta commands (`mg ms md ma mn me`) against the engine, with memcached 1.6.18's
-//! replies, quiet-mode rules and stats (`proto_text.c`'s `process_m*_command`).
+//! Meta commands (`mg ms md ma mn me`): each maps its flags onto a command family's
+//! call (`super::fetch`, `store`, `delete`, `arith`) and encodes memcached 1.6.18's
+//! replies with its quiet-mode rules (`proto_text.c`'s `process_m*_command`).
 //!
 //! Flags take effect in request order, as in memcached: `mg k t T30` reports the
 //! TTL before the touch, `mg k T30 t` after it. The engine is asked once per request
@@ -30,12 +31,12 @@ use memcrab_store::{
     RelTime, StoreOpts, StoreResult, Vivify,
 };
 
+use super::arith;
+use super::delete::{self, Delete};
+use super::fetch::{self, Counts, Fetcher, Visit};
+use super::store::{self, Store};
+use super::{Ctx, Flow};
 use crate::io::out::Out;
-
-use super::{
-    before_delete, count_fetch, count_store, count_too_large, note_delete, note_fetch, store_cmd,
-    Ctx, FetchWatch, Flow, Mutation,
-};
 
 /// Executes one meta request, appending its reply to `out`.
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
@@ -55,14 +56,13 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
         } => {
             let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
             let kbytes = key.decode(&mut kb);
-            count_too_large(cx, kbytes, Some(ms_cmd(mode, cas)));
             // memcached: a failed ms must not leave the old value readable (any mode).
-            cx.engine.delete(kbytes, &DeleteOpts::default());
+            store::too_large(cx, kbytes, Some(ms_cmd(mode, cas)), false, true);
             out.extend_from_slice(errors::TOO_LARGE);
             Flow::Swallow(swallow)
         }
         Meta::SetBadChunk => {
-            cx.counters.cmd_set.incr();
+            store::bad_chunk(cx);
             out.extend_from_slice(errors::BAD_DATA_CHUNK);
             Flow::Next
         }
@@ -146,11 +146,17 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
         // must not both win), as memcached's item lock makes it.
         exclusive: true,
     };
+    // memcached's mg counts a touch only once it found the item (`ttl_set` is set
+    // while walking a hit's flags); a miss is a get miss whatever the flags.
+    let counts = if ttl.is_some() {
+        Counts::TouchIfHit
+    } else {
+        Counts::Get
+    };
+    let fetcher = Fetcher::new(cx, counts, false);
     let start = out.len();
     let mut failed = false;
-    let mut fw = FetchWatch::new(cx);
-    let found = cx.engine.get(kbytes, &opts, &mut |it| {
-        fw.hit(&it);
+    let found = fetcher.get(kbytes, &opts, |it| {
         if flags.value {
             out.extend_from_slice(b"VA ");
             out.extend_from_slice(itoa::Buffer::new().format(it.value.len()).as_bytes());
@@ -181,7 +187,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
                 b'h' => reply::flag_num(out, b'h', u8::from(it.fetched)),
                 b'O' if t.len() > memcrab_proto::text::meta::OPAQUE_MAX_LEN => {
                     failed = true;
-                    return false;
+                    return Visit::Refused;
                 }
                 b'O' => reply::opaque(out, t),
                 b'k' => reply::key(out, key),
@@ -204,21 +210,20 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
         out.extend_from_slice(b"\r\n");
         if flags.value {
             // Lent by the store when it is long enough (see out.rs), else copied.
-            if out.value(&it) {
-                cx.counters.values_lent.incr();
-            }
+            fetch::value(cx, out, it);
             out.extend_from_slice(b"\r\n");
         }
-        won
+        if won {
+            Visit::Won
+        } else {
+            Visit::Shown
+        }
     });
     if found == Fetch::Hit && failed {
         out.truncate(start);
         out.extend_from_slice(errors::OPAQUE_TOO_LONG);
         return Flow::Next;
     }
-    // memcached's mg counts a touch only once it found the item (`ttl_set` is set
-    // while walking a hit's flags); a miss is a get miss whatever the flags.
-    count_fetch(cx, kbytes, ttl.is_some() && found == Fetch::Hit, found, &fw);
     if found == Fetch::Hit {
         return Flow::Next;
     }
@@ -259,20 +264,25 @@ fn set(
         vivify: None,
         new_cas: flags.new_cas,
     };
-    let r = cx
-        .engine
-        .store(mode, kbytes, flags.client_flags, exptime, data, &opts);
-    count_store(cx, cas_mode, r, || Mutation {
-        key: kbytes,
-        cmd: if cas_mode {
-            StoreCmd::Cas
-        } else {
-            store_cmd(mode)
+    let r = store::store(
+        cx,
+        &Store {
+            mode,
+            key: kbytes,
+            flags: flags.client_flags,
+            exptime,
+            value: data,
+            opts,
+            cmd: if cas_mode {
+                StoreCmd::Cas
+            } else {
+                store::cmd_of(mode)
+            },
+            prefix: false,
+            // memcached drops the old item whatever the ms mode.
+            oom_drops_old: true,
         },
-        flags: flags.client_flags,
-        exptime,
-        value_len: data.len(),
-    });
+    );
     let (status, cas): (&[u8], u64) = match r {
         StoreResult::Stored(cas) => {
             if flags.quiet {
@@ -284,11 +294,6 @@ fn set(
         StoreResult::Exists => (b"EX", 0),
         StoreResult::NotFound => (b"NF", 0),
         StoreResult::OutOfMemory => {
-            if mode != Mode::Set {
-                // memcached drops the old item whatever the ms mode (the engine
-                // already did for a set).
-                cx.engine.delete(kbytes, &DeleteOpts::default());
-            }
             out.extend_from_slice(errors::OUT_OF_MEMORY);
             return Flow::Next;
         }
@@ -309,30 +314,22 @@ fn set(
 fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
-    let c = cx.counters;
-    let opts = DeleteOpts {
-        compare_cas: flags.compare_cas,
-        invalidate: flags.invalidate,
-        touch: flags.ttl.map(|t| rel(cx, t)),
-        new_cas: flags.new_cas,
+    let d = Delete {
+        key: kbytes,
+        opts: DeleteOpts {
+            compare_cas: flags.compare_cas,
+            invalidate: flags.invalidate,
+            touch: flags.ttl.map(|t| rel(cx, t)),
+            new_cas: flags.new_cas,
+        },
+        watched_as: Some(DeleteCmd::Md),
+        prefix: false,
+        cas_mismatch_misses: true,
     };
-    let before = before_delete(cx, kbytes);
-    let r = cx.engine.delete(kbytes, &opts);
-    note_delete(cx, kbytes, DeleteCmd::Md, r, before);
-    let status: &[u8] = match r {
-        DeleteResult::Deleted => {
-            c.delete_hits.incr();
-            b"HD"
-        }
-        DeleteResult::Invalidated(_) => b"HD",
-        DeleteResult::NotFound => {
-            c.delete_misses.incr();
-            b"NF"
-        }
-        DeleteResult::Exists => {
-            c.delete_misses.incr();
-            b"EX"
-        }
+    let status: &[u8] = match delete::delete(cx, &d) {
+        DeleteResult::Deleted | DeleteResult::Invalidated(_) => b"HD",
+        DeleteResult::NotFound => b"NF",
+        DeleteResult::Exists => b"EX",
     };
     if status == b"HD" && flags.quiet {
         return Flow::Next;
@@ -346,7 +343,6 @@ fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> 
 fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
-    let c = cx.counters;
     let now = cx.engine.clock().now();
     let ttl = flags.ttl.map(|t| rel(cx, t));
     let viv = flags.vivify.map(|t| rel(cx, t));
@@ -361,11 +357,8 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
         new_cas: flags.new_cas,
     };
     let start = out.len();
-    match cx.engine.delta(kbytes, incr, flags.delta, &opts) {
+    match arith::arith(cx, kbytes, incr, flags.delta, &opts) {
         Delta::Value(v) => {
-            if !v.created {
-                c.count_delta(incr, true);
-            }
             let mut digits = itoa::Buffer::new();
             let digits = digits.format(v.value).as_bytes();
             if flags.value {
@@ -398,7 +391,6 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
             }
         }
         Delta::NotFound => {
-            c.count_delta(incr, false);
             out.extend_from_slice(b"NF");
             opaque_and_key(out, flags, key);
             out.extend_from_slice(b"\r\n");
@@ -435,10 +427,9 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         no_bump: true,
         ..GetOpts::default()
     };
-    let mut fw = FetchWatch::new(cx);
-    let found = cx.engine.get(kbytes, &opts, &mut |it| {
+    // memcached's `me` looks the key up with item_get, which `watch fetchers` logs.
+    let found = Fetcher::new(cx, Counts::WatchOnly, false).get(kbytes, &opts, |it| {
         use std::io::Write;
-        fw.hit(&it);
         out.extend_from_slice(b"ME ");
         if key.is_binary() {
             memcrab_proto::text::meta::base64_encode(kbytes, out);
@@ -462,10 +453,8 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
             it.cas,
             if it.fetched { "yes" } else { "no" },
         );
-        false
+        Visit::Shown
     });
-    // memcached's `me` looks the key up with item_get, which `watch fetchers` logs.
-    note_fetch(cx, kbytes, found, &fw);
     if found != Fetch::Hit {
         out.extend_from_slice(reply::EN);
     }

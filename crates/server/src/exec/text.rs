@@ -1,19 +1,20 @@
-//! Classic text-protocol requests against the store (`proto_text.c`'s
-//! `process_*_command`), with memcached's replies. Meta requests, which arrive
-//! through the same parser, go to [`super::meta`]; admin requests (`lru_crawler`,
-//! `slabs`, `lru`) to [`super::admin`].
+//! Classic text-protocol requests (`proto_text.c`'s `process_*_command`): each maps
+//! its options onto a command family's call and encodes memcached's reply. Meta
+//! requests, which arrive through the same parser, go to [`super::meta`];
+//! `lru_crawler`, `slabs` and `lru` to [`super::lru`].
 
 use memcrab_proto::text::watch::DeleteCmd;
-use memcrab_proto::text::{reply, Request, ShutdownMode, StoreCmd, KEY_MAX_LEN};
+use memcrab_proto::text::{reply, Keys, Request, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
-    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Item, Mode, StoreOpts, StoreResult,
+    DeleteOpts, DeleteResult, Delta, DeltaOpts, GetOpts, Mode, StoreOpts, StoreResult,
 };
 
-use super::{
-    before_delete, count_fetch, count_store, count_too_large, note_delete, Ctx, FetchWatch, Flow,
-    Mutation, Resume,
-};
-use crate::admin::prefix::Op;
+use super::admin::{self, MemLimitRefused, Shutdown};
+use super::arith::arith;
+use super::delete::{self, Delete};
+use super::fetch::{self, Counts, Fetcher, Visit};
+use super::store::{self, Store};
+use super::{Ctx, Flow, Resume};
 use crate::io::out::Out;
 use crate::server::VERSION;
 
@@ -21,19 +22,11 @@ use crate::server::VERSION;
 const PREFETCH_INDEX_AHEAD: usize = 8;
 const PREFETCH_ITEM_AHEAD: usize = 4;
 
-/// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`, the data lent by the store
-/// when the output lends values this long (see `out.rs`), else copied.
+/// Appends `r` unless the request said `noreply`.
 #[inline]
-fn value(cx: &Ctx<'_>, out: &mut Out, key: &[u8], it: &Item<'_>, cas: bool) {
-    let cas = cas.then_some(it.cas);
-    if out.lends(it.value.len()) {
-        reply::value_head(out, key, it.flags, it.value.len(), cas);
-        if out.value(it) {
-            cx.counters.values_lent.incr();
-        }
-        out.extend_from_slice(b"\r\n");
-    } else {
-        reply::value(out, key, it.flags, it.value, cas);
+fn put(out: &mut Vec<u8>, noreply: bool, r: &[u8]) {
+    if !noreply {
+        out.extend_from_slice(r);
     }
 }
 
@@ -46,62 +39,9 @@ pub fn execute(
     resume: &mut Resume,
     out_limit: usize,
 ) -> Flow {
-    let c = cx.counters;
-    let put = |out: &mut Vec<u8>, noreply: bool, r: &[u8]| {
-        if !noreply {
-            out.extend_from_slice(r);
-        }
-    };
     match req {
         Request::Get { keys, cas, touch } => {
-            let opts = GetOpts {
-                touch: touch.map(|t| cx.engine.clock().realtime(i64::from(t))),
-                ..GetOpts::default()
-            };
-            let start = out.len();
-            let mut fw = FetchWatch::new(cx);
-            // Multigets: start loading later keys' index buckets, then their items,
-            // so the cache misses of many keys overlap instead of adding up.
-            // The key being looked up next gains nothing: only later ones are hinted.
-            let mut ahead_index = keys.clone().skip(resume.keys + 1);
-            let mut ahead_item = keys.clone().skip(resume.keys + 1);
-            for k in ahead_index.by_ref().take(PREFETCH_INDEX_AHEAD) {
-                cx.engine.prefetch_index(k);
-            }
-            for k in ahead_item.by_ref().take(PREFETCH_ITEM_AHEAD) {
-                cx.engine.prefetch_item(k);
-            }
-            for (i, key) in keys.enumerate().skip(resume.keys) {
-                if let Some(k) = ahead_index.next() {
-                    cx.engine.prefetch_index(k);
-                }
-                if let Some(k) = ahead_item.next() {
-                    cx.engine.prefetch_item(k);
-                }
-                // Pause between keys (never after the last, so END always follows).
-                if i > resume.keys && out.len() > out_limit {
-                    resume.keys = i;
-                    return Flow::Suspend;
-                }
-                if key.len() > KEY_MAX_LEN {
-                    // memcached drops what this get produced so far and reports the error.
-                    out.truncate(start);
-                    out.extend_from_slice(reply::BAD_FORMAT);
-                    resume.keys = 0;
-                    return Flow::Next;
-                }
-                let found = cx.engine.get(key, &opts, &mut |it| {
-                    fw.hit(&it);
-                    value(cx, out, key, &it, cas);
-                    false
-                });
-                count_fetch(cx, key, touch.is_some(), found, &fw);
-                let hit = found.is_hit();
-                cx.server.prefixes.record(key, Op::Get { hit });
-            }
-            resume.keys = 0;
-            out.extend_from_slice(reply::END);
-            Flow::Next
+            return get(keys, cas, touch, cx, out, resume, out_limit)
         }
         Request::Store {
             cmd,
@@ -112,35 +52,8 @@ pub fn execute(
             cas_unique,
             noreply,
         } => {
-            let mode = match cmd {
-                StoreCmd::Set => Mode::Set,
-                StoreCmd::Add => Mode::Add,
-                StoreCmd::Replace => Mode::Replace,
-                StoreCmd::Append => Mode::Append,
-                StoreCmd::Prepend => Mode::Prepend,
-                StoreCmd::Cas => Mode::Cas(cas_unique),
-            };
-            cx.server.prefixes.record(key, Op::Set);
-            let exptime = cx.engine.clock().realtime(i64::from(exptime));
-            let r = cx
-                .engine
-                .store(mode, key, flags, exptime, data, &StoreOpts::default());
-            count_store(cx, cmd == StoreCmd::Cas, r, || Mutation {
-                key,
-                cmd,
-                flags,
-                exptime,
-                value_len: data.len(),
-            });
-            let r = match r {
-                StoreResult::Stored(_) => reply::STORED,
-                StoreResult::NotStored => reply::NOT_STORED,
-                StoreResult::Exists => reply::EXISTS,
-                StoreResult::NotFound => reply::NOT_FOUND,
-                StoreResult::OutOfMemory => reply::OUT_OF_MEMORY,
-            };
+            let r = set(cmd, key, flags, exptime, data, cas_unique, cx);
             put(out, noreply, r);
-            Flow::Next
         }
         Request::TooLarge {
             cmd,
@@ -148,155 +61,211 @@ pub fn execute(
             swallow,
             noreply,
         } => {
-            count_too_large(cx, key, Some(cmd));
-            cx.server.prefixes.record(key, Op::Set);
-            if cmd == StoreCmd::Set {
-                // memcached: a failed set must not leave the old value readable.
-                cx.engine.delete(key, &DeleteOpts::default());
-            }
+            // memcached: a failed set must not leave the old value readable.
+            store::too_large(cx, key, Some(cmd), true, cmd == StoreCmd::Set);
             put(out, noreply, reply::TOO_LARGE);
-            Flow::Swallow(swallow)
+            return Flow::Swallow(swallow);
         }
-        Request::Delete { key, noreply } => {
-            cx.server.prefixes.record(key, Op::Delete);
-            let before = before_delete(cx, key);
-            let r = cx.engine.delete(key, &DeleteOpts::default());
-            note_delete(cx, key, DeleteCmd::Delete, r, before);
-            let r = if r == DeleteResult::Deleted {
-                c.delete_hits.incr();
-                reply::DELETED
-            } else {
-                c.delete_misses.incr();
-                reply::NOT_FOUND
-            };
-            put(out, noreply, r);
-            Flow::Next
-        }
+        Request::Delete { key, noreply } => put(out, noreply, delete(key, cx)),
         Request::Arith {
             key,
             delta,
             incr,
             noreply,
-        } => {
-            match cx.engine.delta(key, incr, delta, &DeltaOpts::default()) {
-                Delta::Value(v) => {
-                    c.count_delta(incr, true);
-                    if !noreply {
-                        reply::number(out, v.value);
-                    }
-                }
-                Delta::NotFound => {
-                    c.count_delta(incr, false);
-                    put(out, noreply, reply::NOT_FOUND);
-                }
-                // Exists needs a compare_cas, which classic incr/decr never pass.
-                Delta::NonNumeric | Delta::Exists => put(out, noreply, reply::NON_NUMERIC),
-                Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
-            }
-            Flow::Next
-        }
+        } => match arith(cx, key, incr, delta, &DeltaOpts::default()) {
+            Delta::Value(v) if !noreply => reply::number(out, v.value),
+            Delta::Value(_) => {}
+            Delta::NotFound => put(out, noreply, reply::NOT_FOUND),
+            // Exists needs a compare_cas, which classic incr/decr never pass.
+            Delta::NonNumeric | Delta::Exists => put(out, noreply, reply::NON_NUMERIC),
+            Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
+        },
         Request::Touch {
             key,
             exptime,
             noreply,
-        } => {
-            // Engine::touch, with the visitor that records the item for `watch`.
-            let opts = GetOpts {
-                touch: Some(cx.engine.clock().realtime(i64::from(exptime))),
-                ..GetOpts::default()
-            };
-            let mut fw = FetchWatch::new(cx);
-            let found = cx.engine.get(key, &opts, &mut |it| {
-                fw.hit(&it);
-                false
-            });
-            count_fetch(cx, key, true, found, &fw);
-            let r = if found.is_hit() {
-                reply::TOUCHED
+        } => put(out, noreply, touch(key, exptime, cx)),
+        Request::Stats { sub, arg } => crate::admin::stats::render(cx.server, sub, arg, out),
+        Request::FlushAll { delay, noreply } => {
+            let r: &[u8] = if admin::flush_all(cx, i64::from(delay), true) {
+                reply::OK
             } else {
-                reply::NOT_FOUND
+                b"CLIENT_ERROR flush_all not allowed\r\n"
             };
             put(out, noreply, r);
-            Flow::Next
-        }
-        Request::Stats { sub, arg } => {
-            crate::admin::stats::render(cx.server, sub, arg, out);
-            Flow::Next
-        }
-        Request::FlushAll { delay, noreply } => {
-            c.cmd_flush.incr();
-            if !cx.server.settings.flush_enabled {
-                put(out, noreply, b"CLIENT_ERROR flush_all not allowed\r\n");
-                return Flow::Next;
-            }
-            let at = (delay > 0).then(|| cx.engine.clock().realtime(i64::from(delay)));
-            cx.engine.flush_all(at);
-            put(out, noreply, reply::OK);
-            Flow::Next
         }
         Request::Version => {
             out.extend_from_slice(b"VERSION ");
             out.extend_from_slice(VERSION.as_bytes());
             out.extend_from_slice(b"\r\n");
-            Flow::Next
         }
         Request::Verbosity { level, noreply } => {
-            cx.server.verbosity.store(
-                level.min(MAX_VERBOSITY_LEVEL),
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            admin::verbosity(cx, level);
             put(out, noreply, reply::OK);
-            Flow::Next
         }
-        Request::Meta(m) => super::meta::execute(m, cx, out),
-        Request::Admin(a) => super::admin::execute(a, cx, out, &mut resume.walk, out_limit),
-        Request::Quit => Flow::Quit,
-        Request::Shutdown { mode } => {
-            if !cx.server.settings.shutdown_command {
-                out.extend_from_slice(reply::SHUTDOWN_DISABLED);
-                return Flow::Next;
+        Request::Meta(m) => return super::meta::execute(m, cx, out),
+        Request::Admin(a) => return super::lru::execute(a, cx, out, &mut resume.walk, out_limit),
+        Request::Quit => return Flow::Quit,
+        Request::Shutdown { mode } => match admin::shutdown(cx, mode) {
+            Shutdown::Started => return Flow::Quit,
+            Shutdown::Disabled => out.extend_from_slice(reply::SHUTDOWN_DISABLED),
+            Shutdown::InvalidMode => out.extend_from_slice(reply::SHUTDOWN_INVALID_MODE),
+        },
+        // memcached's process_refresh_certs_command: noreply silences OK only; an
+        // error is always written.
+        Request::RefreshCerts { noreply } => match admin::refresh_certs(cx) {
+            Ok(()) => put(out, noreply, reply::OK),
+            Err(msg) => {
+                out.extend_from_slice(msg.as_bytes());
+                out.extend_from_slice(b"\r\n");
             }
-            if mode == ShutdownMode::Invalid {
-                out.extend_from_slice(reply::SHUTDOWN_INVALID_MODE);
-                return Flow::Next;
-            }
-            // Both stop accepting and flush what is in flight; a graceful one also
-            // saves the cache for a warm restart (-e), as memcached's GRACE_STOP.
-            // The replies to requests before it are sent, then the connection
-            // closes (memcached answers them too).
-            if mode == ShutdownMode::Graceful {
-                cx.server.begin_graceful_shutdown();
-            } else {
-                cx.server.begin_shutdown();
-            }
-            Flow::Quit
-        }
-        Request::RefreshCerts { noreply } => {
-            // memcached's process_refresh_certs_command: noreply silences OK only;
-            // an error is always written.
-            match crate::io::tls::reload_certs(cx.server.tls.as_deref()) {
-                Ok(()) => put(out, noreply, reply::OK),
-                Err(msg) => {
-                    out.extend_from_slice(msg.as_bytes());
-                    out.extend_from_slice(b"\r\n");
-                }
-            }
-            Flow::Next
-        }
+        },
         Request::CacheMemlimit { megabytes, noreply } => {
-            let r = if megabytes < 8 {
-                reply::MEMLIMIT_TOO_SMALL
-            } else if megabytes > 1_000_000_000 {
-                reply::MEMLIMIT_NOT_MEGABYTES
-            } else {
-                cx.engine.set_limit(u64::from(megabytes) * 1024 * 1024);
-                reply::OK
+            let r = match admin::cache_memlimit(cx, megabytes) {
+                Ok(()) => reply::OK,
+                Err(MemLimitRefused::TooSmall) => reply::MEMLIMIT_TOO_SMALL,
+                Err(MemLimitRefused::NotMegabytes) => reply::MEMLIMIT_NOT_MEGABYTES,
             };
             put(out, noreply, r);
-            Flow::Next
         }
+    }
+    Flow::Next
+}
+
+/// `set`/`add`/`replace`/`append`/`prepend`/`cas`: the reply line.
+fn set(
+    cmd: StoreCmd,
+    key: &[u8],
+    flags: u32,
+    exptime: i32,
+    data: &[u8],
+    cas_unique: u64,
+    cx: &Ctx<'_>,
+) -> &'static [u8] {
+    let mode = match cmd {
+        StoreCmd::Set => Mode::Set,
+        StoreCmd::Add => Mode::Add,
+        StoreCmd::Replace => Mode::Replace,
+        StoreCmd::Append => Mode::Append,
+        StoreCmd::Prepend => Mode::Prepend,
+        StoreCmd::Cas => Mode::Cas(cas_unique),
+    };
+    let s = Store {
+        mode,
+        key,
+        flags,
+        exptime: cx.engine.clock().realtime(i64::from(exptime)),
+        value: data,
+        opts: StoreOpts::default(),
+        cmd,
+        prefix: true,
+        oom_drops_old: false,
+    };
+    match store::store(cx, &s) {
+        StoreResult::Stored(_) => reply::STORED,
+        StoreResult::NotStored => reply::NOT_STORED,
+        StoreResult::Exists => reply::EXISTS,
+        StoreResult::NotFound => reply::NOT_FOUND,
+        StoreResult::OutOfMemory => reply::OUT_OF_MEMORY,
     }
 }
 
-/// memcached's `MAX_VERBOSITY_LEVEL`.
-const MAX_VERBOSITY_LEVEL: u32 = 2;
+/// `delete`: the reply line.
+fn delete(key: &[u8], cx: &Ctx<'_>) -> &'static [u8] {
+    let d = Delete {
+        key,
+        opts: DeleteOpts::default(),
+        watched_as: Some(DeleteCmd::Delete),
+        prefix: true,
+        cas_mismatch_misses: true,
+    };
+    match delete::delete(cx, &d) {
+        DeleteResult::Deleted => reply::DELETED,
+        _ => reply::NOT_FOUND,
+    }
+}
+
+/// `touch`: the reply line.
+fn touch(key: &[u8], exptime: i32, cx: &Ctx<'_>) -> &'static [u8] {
+    let opts = GetOpts {
+        touch: Some(cx.engine.clock().realtime(i64::from(exptime))),
+        ..GetOpts::default()
+    };
+    let found = Fetcher::new(cx, Counts::Touch, false).get(key, &opts, |_| Visit::Shown);
+    if found.is_hit() {
+        reply::TOUCHED
+    } else {
+        reply::NOT_FOUND
+    }
+}
+
+/// `get`/`gets`/`gat`/`gats`: a `VALUE` block per hit, then `END`. A multi-get
+/// pauses between keys once the output passes `out_limit` ([`Flow::Suspend`]; never
+/// after the last key, so `END` always follows), and carries on from `resume.keys`.
+fn get(
+    keys: Keys<'_>,
+    cas: bool,
+    touch: Option<i32>,
+    cx: &Ctx<'_>,
+    out: &mut Out,
+    resume: &mut Resume,
+    out_limit: usize,
+) -> Flow {
+    let opts = GetOpts {
+        touch: touch.map(|t| cx.engine.clock().realtime(i64::from(t))),
+        ..GetOpts::default()
+    };
+    let counts = if touch.is_some() {
+        Counts::Touch
+    } else {
+        Counts::Get
+    };
+    let fetcher = Fetcher::new(cx, counts, true);
+    let start = out.len();
+    // Start loading later keys' index buckets, then their items, so the cache
+    // misses of many keys overlap instead of adding up. The key being looked up
+    // next gains nothing: only later ones are hinted.
+    let mut ahead_index = keys.clone().skip(resume.keys + 1);
+    let mut ahead_item = keys.clone().skip(resume.keys + 1);
+    for k in ahead_index.by_ref().take(PREFETCH_INDEX_AHEAD) {
+        cx.engine.prefetch_index(k);
+    }
+    for k in ahead_item.by_ref().take(PREFETCH_ITEM_AHEAD) {
+        cx.engine.prefetch_item(k);
+    }
+    for (i, key) in keys.enumerate().skip(resume.keys) {
+        if let Some(k) = ahead_index.next() {
+            cx.engine.prefetch_index(k);
+        }
+        if let Some(k) = ahead_item.next() {
+            cx.engine.prefetch_item(k);
+        }
+        if i > resume.keys && out.len() > out_limit {
+            resume.keys = i;
+            return Flow::Suspend;
+        }
+        if key.len() > KEY_MAX_LEN {
+            // memcached drops what this get produced so far and reports the error.
+            out.truncate(start);
+            out.extend_from_slice(reply::BAD_FORMAT);
+            resume.keys = 0;
+            return Flow::Next;
+        }
+        fetcher.get(key, &opts, |it| {
+            // `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`, the data lent by
+            // the store when the output lends values this long, else copied.
+            let cas = cas.then_some(it.cas);
+            if out.lends(it.value.len()) {
+                reply::value_head(out, key, it.flags, it.value.len(), cas);
+                fetch::value(cx, out, it);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                reply::value(out, key, it.flags, it.value, cas);
+            }
+            Visit::Shown
+        });
+    }
+    resume.keys = 0;
+    out.extend_from_slice(reply::END);
+    Flow::Next
+}

@@ -1,5 +1,16 @@
 //! Starting the server: the command line, running under a service manager (`-u`,
 //! `-d`, `-P`), the password files, and the acceptor thread over the listeners.
+//! `main` runs these in memcached's start-up order (drawn in `service.rs`).
+//!
+//! ```text
+//!   startup/settings/   the command line: mod.rs (Settings, parse's steps, -o,
+//!                       usage), getopt.rs (flag table, getopt's splitting), tls.rs
+//!                       (-Z and -o ssl_*), tests.rs
+//!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses
+//!   startup/auth.rs     SASL PLAIN users (-S) and the ascii auth file (-Y)
+//!   startup/listen.rs   the acceptor thread: listening sockets, -c, TLS wrapping,
+//!                       hand-off to the workers
+//! ```
 
 pub mod auth;
 pub mod listen;

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+mod getopt;
 mod tls;
 
 use tls::{tls_suboption, TLS_SUBOPTIONS};
@@ -213,7 +214,7 @@ impl Default for Settings {
 pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
 
 /// `-o value_lend_min`'s default: values of 4 KiB and more are sent from item
-/// memory (docs/benchmarks.md, "Zero-copy values (issue 13 part 2)", measured it).
+/// memory (docs/benchmarks.md, "Zero-copy values", measured it).
 pub const VALUE_LEND_MIN: usize = 4096;
 
 /// Longest get line buffered (memcached has no limit; we keep per-connection
@@ -278,46 +279,6 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "read_buf_mem_limit",
 ];
 
-/// Flags: (short, long, takes a value).
-const FLAGS: &[(char, &str, bool)] = &[
-    ('p', "port", true),
-    ('U', "udp-port", true),
-    ('s', "unix-socket", true),
-    ('a', "unix-mask", true),
-    ('l', "listen", true),
-    ('d', "daemon", false),
-    ('r', "enable-coredumps", false),
-    ('u', "user", true),
-    ('m', "memory-limit", true),
-    ('M', "disable-evictions", false),
-    ('c', "conn-limit", true),
-    ('k', "lock-memory", false),
-    ('v', "verbose", false),
-    ('h', "help", false),
-    ('i', "license", false),
-    ('V', "version", false),
-    ('P', "pidfile", true),
-    ('f', "slab-growth-factor", true),
-    ('n', "slab-min-size", true),
-    ('L', "enable-largepages", false),
-    ('D', "stats-prefix-delimiter", true),
-    ('t', "threads", true),
-    ('R', "max-reqs-per-event", true),
-    ('C', "disable-cas", false),
-    ('b', "listen-backlog", true),
-    ('B', "protocol", true),
-    ('I', "max-item-size", true),
-    ('S', "enable-sasl", false),
-    ('F', "disable-flush-all", false),
-    ('X', "disable-dumping", false),
-    ('W', "disable-watch", false),
-    ('Y', "auth-file", true),
-    ('e', "memory-file", true),
-    ('A', "enable-shutdown", false),
-    ('o', "extended", true),
-    ('Z', "enable-ssl", false),
-];
-
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.trim()
         .parse()
@@ -337,180 +298,168 @@ fn size(flag: &str, v: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{flag}: size \"{v}\" is too large"))
 }
 
-/// Parses the arguments after the program name.
+/// Parses the arguments after the program name: the environment's defaults, each
+/// flag in command-line order, then memcached's rules for flags that go together.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut s = Settings::default();
     if let Ok(v) = std::env::var("MEMCRAB_IO") {
         s.io = IoKind::parse(Some(&v)).map_err(|e| format!("MEMCRAB_IO: {e}"))?;
     }
-    let mut pairs: Vec<(char, Option<String>)> = Vec::new();
-    let mut protocol_specified = false;
-    let mut port_specified = false;
-    let mut listen_given = false;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        if let Some(long) = arg.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let Some(&(c, _, takes)) = FLAGS.iter().find(|f| f.1 == name) else {
-                return Err(format!("unrecognized option '--{name}'"));
-            };
-            let value = if takes {
-                match inline {
-                    Some(v) => Some(v),
-                    None => Some(
-                        args.next()
-                            .ok_or_else(|| format!("option '--{name}' requires an argument"))?,
-                    ),
-                }
-            } else if inline.is_some() {
-                return Err(format!("option '--{name}' doesn't allow an argument"));
-            } else {
-                None
-            };
-            pairs.push((c, value));
-        } else if let Some(shorts) = arg.strip_prefix('-').filter(|s| !s.is_empty()) {
-            for (i, c) in shorts.char_indices() {
-                let Some(&(_, _, takes)) = FLAGS.iter().find(|f| f.0 == c) else {
-                    return Err(format!("invalid option -- '{c}'"));
-                };
-                if takes {
-                    let rest = &shorts[i + c.len_utf8()..];
-                    let value = if rest.is_empty() {
-                        args.next()
-                            .ok_or_else(|| format!("option requires an argument -- '{c}'"))?
-                    } else {
-                        rest.to_string()
-                    };
-                    pairs.push((c, Some(value)));
-                    break;
-                }
-                pairs.push((c, None));
-            }
-        } else {
-            return Err(format!("unexpected argument \"{arg}\""));
+    let mut given = Given::default();
+    for (c, value) in getopt::split(args)? {
+        if let Some(cmd) = apply(&mut s, &mut given, c, value.unwrap_or_default())? {
+            return Ok(cmd);
         }
     }
+    pick_protocol(&mut s, given.protocol)?;
+    load_users(&mut s)?;
+    check_udp(&mut s, given.port)?;
+    check_consistency(&s)?;
+    Ok(Command::Run(Box::new(s)))
+}
 
-    for (c, value) in pairs {
-        let v = value.unwrap_or_default();
-        let flag = format!("-{c}");
-        let flag = flag.as_str();
-        match c {
-            'p' => {
-                s.port = num(flag, &v)?;
-                port_specified = true;
-            }
-            'U' => s.udp_port = num(flag, &v)?,
-            's' => s.unix_socket = Some(v),
-            'a' => {
-                s.unix_mask = u32::from_str_radix(v.trim(), 8)
-                    .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
-            }
-            'l' => {
-                // Repeated -l adds addresses (memcached joins them with commas).
-                if !listen_given {
-                    s.listen.clear();
-                    listen_given = true;
-                }
-                s.listen.extend(v.split(',').map(|a| a.trim().to_string()));
-            }
-            'd' => s.daemonize = true,
-            'r' => s.enable_coredumps = true,
-            'u' => s.user = Some(v),
-            'L' => {}
-            'W' => s.watch_enabled = false,
-            'X' => s.dump_enabled = false,
-            'm' => {
-                // memcached accepts a k/m/g suffix on -m; a plain number is megabytes.
-                let t = v.trim();
-                s.memory_limit_mb = match t.as_bytes().last() {
-                    Some(b'g' | b'G') => num::<u64>(flag, &t[..t.len() - 1])? * 1024,
-                    Some(b'm' | b'M') => num(flag, &t[..t.len() - 1])?,
-                    Some(b'k' | b'K') => num::<u64>(flag, &t[..t.len() - 1])? / 1024,
-                    _ => num(flag, t)?,
-                };
-                if s.memory_limit_mb == 0 {
-                    return Err("-m: memory limit must be at least 1 megabyte".into());
-                }
-            }
-            'M' => s.no_evict = true,
-            'c' => {
-                s.max_connections = num(flag, &v)?;
-                if s.max_connections == 0 {
-                    return Err("-c: Maximum connections must be greater than 0".into());
-                }
-            }
-            'k' => s.lock_memory = true,
-            'v' => s.verbose += 1,
-            'h' => return Ok(Command::Help),
-            'i' => return Ok(Command::License),
-            'V' => return Ok(Command::Version),
-            'P' => s.pid_file = Some(absolute(&v)),
-            'f' => {
-                s.growth_factor = num(flag, &v)?;
-                if s.growth_factor <= 1.0 {
-                    return Err("-f: Factor must be greater than 1".into());
-                }
-            }
-            'n' => {
-                s.chunk_size = num(flag, &v)?;
-                if s.chunk_size == 0 {
-                    return Err("-n: Chunk size must be greater than 0".into());
-                }
-            }
-            'D' => {
-                s.stat_prefix = v
-                    .chars()
-                    .next()
-                    .ok_or("-D: a delimiter character is required")?
-            }
-            't' => {
-                s.threads = num(flag, &v)?;
-                s.workers = s.threads;
-                if s.threads == 0 {
-                    return Err("-t: Number of threads must be greater than 0".into());
-                }
-                if s.threads > 1024 {
-                    return Err("-t: at most 1024 threads".into());
-                }
-            }
-            'R' => {
-                s.reqs_per_event = num(flag, &v)?;
-                if s.reqs_per_event == 0 {
-                    return Err("-R: Number of requests per event must be greater than 0".into());
-                }
-            }
-            'C' => s.use_cas = false,
-            'b' => s.backlog = num(flag, &v)?,
-            'B' => {
-                protocol_specified = true;
-                s.protocol = match v.as_str() {
-                    "auto" => Protocol::Auto,
-                    "ascii" => Protocol::Ascii,
-                    "binary" => Protocol::Binary,
-                    _ => {
-                        return Err(format!(
-                            "-B: Invalid value for binding protocol: {v} -- should be one of auto, binary, or ascii"
-                        ))
-                    }
-                }
-            }
-            'I' => s.item_size_max = size(flag, &v)?,
-            'S' => s.sasl = true,
-            'Y' => s.auth_file = Some(v),
-            'e' => s.memory_file = Some(v.into()),
-            'F' => s.flush_enabled = false,
-            'A' => s.shutdown_command = true,
-            'o' => extended(&mut s, &v)?,
-            'Z' => s.tls.enabled = true,
-            _ => return Err(format!("invalid option -- '{c}'")),
+/// Flags whose presence, not only their value, later rules look at.
+#[derive(Default)]
+struct Given {
+    /// `-p`: without it, `-U` sets the TCP port too.
+    port: bool,
+    /// `-B`: without it, `-S` and `-Y` pick the protocol.
+    protocol: bool,
+    /// `-l`: the first replaces the default address, later ones add to it.
+    listen: bool,
+}
+
+/// One flag `c` with its value `v` (empty for a flag without one). Returns the
+/// command when the flag is one (`-h`, `-i`, `-V`).
+fn apply(
+    s: &mut Settings,
+    given: &mut Given,
+    c: char,
+    v: String,
+) -> Result<Option<Command>, String> {
+    let flag = format!("-{c}");
+    let flag = flag.as_str();
+    match c {
+        'p' => {
+            s.port = num(flag, &v)?;
+            given.port = true;
         }
+        'U' => s.udp_port = num(flag, &v)?,
+        's' => s.unix_socket = Some(v),
+        'a' => {
+            s.unix_mask = u32::from_str_radix(v.trim(), 8)
+                .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
+        }
+        'l' => {
+            // Repeated -l adds addresses (memcached joins them with commas).
+            if !given.listen {
+                s.listen.clear();
+                given.listen = true;
+            }
+            s.listen.extend(v.split(',').map(|a| a.trim().to_string()));
+        }
+        'd' => s.daemonize = true,
+        'r' => s.enable_coredumps = true,
+        'u' => s.user = Some(v),
+        'L' => {}
+        'W' => s.watch_enabled = false,
+        'X' => s.dump_enabled = false,
+        'm' => s.memory_limit_mb = megabytes(flag, &v)?,
+        'M' => s.no_evict = true,
+        'c' => {
+            s.max_connections = num(flag, &v)?;
+            if s.max_connections == 0 {
+                return Err("-c: Maximum connections must be greater than 0".into());
+            }
+        }
+        'k' => s.lock_memory = true,
+        'v' => s.verbose += 1,
+        'h' => return Ok(Some(Command::Help)),
+        'i' => return Ok(Some(Command::License)),
+        'V' => return Ok(Some(Command::Version)),
+        'P' => s.pid_file = Some(absolute(&v)),
+        'f' => {
+            s.growth_factor = num(flag, &v)?;
+            if s.growth_factor <= 1.0 {
+                return Err("-f: Factor must be greater than 1".into());
+            }
+        }
+        'n' => {
+            s.chunk_size = num(flag, &v)?;
+            if s.chunk_size == 0 {
+                return Err("-n: Chunk size must be greater than 0".into());
+            }
+        }
+        'D' => {
+            s.stat_prefix = v
+                .chars()
+                .next()
+                .ok_or("-D: a delimiter character is required")?
+        }
+        't' => {
+            s.threads = num(flag, &v)?;
+            s.workers = s.threads;
+            if s.threads == 0 {
+                return Err("-t: Number of threads must be greater than 0".into());
+            }
+            if s.threads > 1024 {
+                return Err("-t: at most 1024 threads".into());
+            }
+        }
+        'R' => {
+            s.reqs_per_event = num(flag, &v)?;
+            if s.reqs_per_event == 0 {
+                return Err("-R: Number of requests per event must be greater than 0".into());
+            }
+        }
+        'C' => s.use_cas = false,
+        'b' => s.backlog = num(flag, &v)?,
+        'B' => {
+            given.protocol = true;
+            s.protocol = protocol(&v)?;
+        }
+        'I' => s.item_size_max = size(flag, &v)?,
+        'S' => s.sasl = true,
+        'Y' => s.auth_file = Some(v),
+        'e' => s.memory_file = Some(v.into()),
+        'F' => s.flush_enabled = false,
+        'A' => s.shutdown_command = true,
+        'o' => extended(s, &v)?,
+        'Z' => s.tls.enabled = true,
+        _ => return Err(format!("invalid option -- '{c}'")),
     }
+    Ok(None)
+}
 
-    // memcached's rules: -S implies (and needs) binary, -Y ascii.
+/// `-m`: memcached accepts a k/m/g suffix; a plain number is megabytes.
+fn megabytes(flag: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let mb = match t.as_bytes().last() {
+        Some(b'g' | b'G') => num::<u64>(flag, &t[..t.len() - 1])? * 1024,
+        Some(b'm' | b'M') => num(flag, &t[..t.len() - 1])?,
+        Some(b'k' | b'K') => num::<u64>(flag, &t[..t.len() - 1])? / 1024,
+        _ => num(flag, t)?,
+    };
+    if mb == 0 {
+        return Err("-m: memory limit must be at least 1 megabyte".into());
+    }
+    Ok(mb)
+}
+
+/// `-B`.
+fn protocol(v: &str) -> Result<Protocol, String> {
+    match v {
+        "auto" => Ok(Protocol::Auto),
+        "ascii" => Ok(Protocol::Ascii),
+        "binary" => Ok(Protocol::Binary),
+        _ => Err(format!(
+            "-B: Invalid value for binding protocol: {v} -- should be one of auto, binary, or ascii"
+        )),
+    }
+}
+
+/// memcached's rules: -S implies (and needs) binary, -Y ascii.
+fn pick_protocol(s: &mut Settings, protocol_specified: bool) -> Result<(), String> {
     if s.sasl {
         if !protocol_specified {
             s.protocol = Protocol::Binary;
@@ -531,6 +480,12 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
     if s.sasl && s.auth_file.is_some() {
         return Err("-S and -Y cannot be used together".into());
     }
+    Ok(())
+}
+
+/// `-Y` and `-S` (with `MEMCACHED_SASL_PWDB`): the password file, read now so a bad
+/// one stops startup.
+fn load_users(s: &mut Settings) -> Result<(), String> {
     if let Some(path) = &s.auth_file {
         let users = crate::startup::auth::Users::load(path, crate::startup::auth::Format::AuthFile)
             .map_err(|e| format!("-Y: {e}"))?;
@@ -550,7 +505,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
         s.users = Some(std::sync::Arc::new(users));
         s.users_file = Some((absolute(&path), crate::startup::auth::Format::SaslPwdb));
     }
+    Ok(())
+}
 
+/// `-U`: memcached's rules for UDP.
+fn check_udp(s: &mut Settings, port_specified: bool) -> Result<(), String> {
     if s.udp_port != 0 {
         // memcached: `-U <n>` without `-p` serves TCP on the same port.
         if !port_specified {
@@ -565,6 +524,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             );
         }
     }
+    Ok(())
+}
+
+/// The rest of memcached's checks of flags that go together: `notls`, `-e`, `-I`.
+fn check_consistency(s: &Settings) -> Result<(), String> {
     if !s.tls.enabled && s.listen.iter().any(|l| l.starts_with(NOTLS_PREFIX)) {
         return Err("'notls' option is valid only when SSL is enabled".into());
     }
@@ -580,7 +544,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
     if s.item_size_max as u64 > s.memory_limit_mb * 1024 * 1024 / 2 {
         return Err("-I: Cannot set item size limit higher than 1/2 of memory max.".into());
     }
-    Ok(Command::Run(Box::new(s)))
+    Ok(())
 }
 
 /// `path` made absolute against the current directory (`-d` changes it to `/`

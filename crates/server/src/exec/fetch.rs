@@ -1,0 +1,179 @@
+//! The fetching commands: text `get`/`gets`/`gat`/`gats`/`touch`, meta `mg` and `me`,
+//! binary GET/GETK/GAT/TOUCH and their quiet forms. A [`Fetcher`] makes the engine
+//! call and does all of a lookup's bookkeeping, once for every protocol, as
+//! memcached's `do_item_get` does: the counters, `watch fetchers`, `stats detail`'s
+//! prefixes; and [`value`] appends a hit's value, lent or copied, counting
+//! `values_lent`. The executors only encode what a hit shows (their visitor) and the
+//! miss.
+
+use memcrab_proto::text::watch::{self as line, GetStatus};
+use memcrab_store::{Fetch, GetOpts, Item};
+
+use super::{Ctx, Seen};
+use crate::admin::prefix::Op;
+use crate::io::out::Out;
+
+/// Which counters a lookup moves, as memcached counts each command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counts {
+    /// `cmd_get` and `get_hits`/`get_misses`.
+    Get,
+    /// `cmd_touch` and `touch_hits`/`touch_misses` (`gat`, `touch`, binary GAT and
+    /// TOUCH).
+    Touch,
+    /// `mg` with `T`: memcached sets `ttl_set` while it walks a hit's flags, so a hit
+    /// is a touch and a miss a get miss.
+    TouchIfHit,
+    /// No counters (`me`, whose `item_get` only `watch fetchers` sees).
+    WatchOnly,
+}
+
+/// What a hit's visitor did with the item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    /// Encoded it.
+    Shown,
+    /// Encoded it, and the request won the item's token (meta `W`: the engine sets
+    /// `token_sent`).
+    Won,
+    /// Could not encode it (an `mg` whose opaque is too long): memcached stops before
+    /// it counts anything, so the lookup is not counted (and no `watch` line).
+    Refused,
+}
+
+/// One request's lookups, counted as [`Counts`] says; made once per request (a
+/// multi-get looks up each of its keys with the same one).
+pub struct Fetcher<'c, 'a> {
+    cx: &'c Ctx<'a>,
+    counts: Counts,
+    /// `stats detail` records the lookups (text `get`/`gat` and every binary GET,
+    /// GAT and TOUCH; not text `touch`, `mg` or `me`).
+    prefix: bool,
+    /// Whether somebody watches fetches (one Relaxed load per request, not per key).
+    watched: bool,
+}
+
+impl<'c, 'a> Fetcher<'c, 'a> {
+    #[inline]
+    pub fn new(cx: &'c Ctx<'a>, counts: Counts, prefix: bool) -> Self {
+        Fetcher {
+            cx,
+            counts,
+            prefix,
+            watched: cx.server.watch.wants(line::FETCHERS),
+        }
+    }
+
+    /// Looks `key` up with `opts`; `show` encodes a hit. Then counts the lookup.
+    #[inline]
+    pub fn get(
+        &self,
+        key: &[u8],
+        opts: &GetOpts,
+        mut show: impl FnMut(&Item<'_>) -> Visit,
+    ) -> Fetch {
+        let mut refused = false;
+        let mut visit = |it: &Item<'_>| match show(it) {
+            Visit::Shown => false,
+            Visit::Won => true,
+            Visit::Refused => {
+                refused = true;
+                false
+            }
+        };
+        // Two lookups, so that the usual one (nobody watches) does nothing for
+        // `watch` per key.
+        if self.watched {
+            let mut seen = Seen::default();
+            let found = self.cx.engine.get(key, opts, &mut |it| {
+                seen = Seen::of(&it);
+                visit(&it)
+            });
+            if !refused {
+                self.count(key, found);
+                report(self.cx, key, found, seen);
+            }
+            found
+        } else {
+            let found = self.cx.engine.get(key, opts, &mut |it| visit(&it));
+            if !refused {
+                self.count(key, found);
+            }
+            found
+        }
+    }
+
+    /// memcached's counting for one lookup: `get_expired` or `get_flushed` when the
+    /// key held a dead item (`do_item_get`, whatever the command), then the command's
+    /// own counters and `stats detail`.
+    #[inline]
+    fn count(&self, key: &[u8], found: Fetch) {
+        let cx = self.cx;
+        let c = cx.counters;
+        if self.counts != Counts::WatchOnly {
+            match found {
+                Fetch::Expired => c.get_expired.incr(),
+                Fetch::Flushed => c.get_flushed.incr(),
+                Fetch::Hit | Fetch::Miss => {}
+            }
+            let touch = match self.counts {
+                Counts::Touch => true,
+                Counts::TouchIfHit => found == Fetch::Hit,
+                Counts::Get | Counts::WatchOnly => false,
+            };
+            match (touch, found.is_hit()) {
+                (true, true) => {
+                    c.cmd_touch.incr();
+                    c.touch_hits.incr();
+                }
+                (true, false) => {
+                    c.cmd_touch.incr();
+                    c.touch_misses.incr();
+                }
+                (false, true) => {
+                    c.cmd_get.incr();
+                    c.get_hits.incr();
+                }
+                (false, false) => {
+                    c.cmd_get.incr();
+                    c.get_misses.incr();
+                }
+            }
+        }
+        if self.prefix {
+            let hit = found.is_hit();
+            cx.server.prefixes.record(key, Op::Get { hit });
+        }
+    }
+}
+
+/// Appends a hit's value to `out`: lent by the store when the output lends values
+/// this long (see `out.rs`, counted as `values_lent`), else copied.
+#[inline]
+pub fn value(cx: &Ctx<'_>, out: &mut Out, it: &Item<'_>) {
+    if out.value(it) {
+        cx.counters.values_lent.incr();
+    }
+}
+
+/// `watch fetchers`: the `item_get` line of a lookup of `key`. (memcached also logs
+/// the lookups inside stores, deletes and incr/decr; memcrab logs the lookups of the
+/// fetching commands only, see docs/operations.md.)
+#[cold]
+#[inline(never)]
+fn report(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {
+    let (status, clsid, size) = match found {
+        Fetch::Hit if !seen.created => (
+            GetStatus::Found,
+            cx.classes().of(key.len(), seen.flags, seen.value_len),
+            seen.value_len,
+        ),
+        Fetch::Hit | Fetch::Miss => (GetStatus::NotFound, 0, 0),
+        Fetch::Expired => (GetStatus::Expired, 0, 0),
+        Fetch::Flushed => (GetStatus::Flushed, 0, 0),
+    };
+    let fd = cx.fd.get();
+    cx.server.watch.emit(line::FETCHERS, &mut |out| {
+        line::item_get(out, key, status, clsid, fd, size)
+    });
+}
