@@ -6,6 +6,12 @@
 //!
 //! Every process it starts is in its own process group and is killed by group on
 //! every path: normal end, error, panic, and SIGINT/SIGTERM/SIGHUP.
+//!
+//! It starts servers itself rather than through memcrab-testkit (which the bench's
+//! tests use): a `--server-cmd` is any command line, a shell's or another server's,
+//! with a `{port}` to fill in and no port file to read, and it runs pinned, in a
+//! process group of its own that signals must reach. Testkit starts a known binary
+//! with flags and reads its port file.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;

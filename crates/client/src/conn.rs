@@ -97,7 +97,7 @@ impl Connection {
         &mut self.wire
     }
 
-    // ---- retrieval beyond [`Commands`] ----------------------------------------
+    // ---- retrieval beyond [`Commands`] ------------------------------------------
 
     /// `gat <exptime> <key>*`.
     pub fn gat_multi<K: AsRef<[u8]>>(&mut self, keys: &[K], exptime: i64) -> Result<Vec<Item>> {
@@ -122,6 +122,8 @@ impl Connection {
             r => unexpected(r),
         }
     }
+
+    // ---- server commands --------------------------------------------------------
 
     /// `version`: the server's version text.
     pub fn version(&mut self) -> Result<String> {
@@ -186,6 +188,8 @@ impl Connection {
             }
         }
     }
+
+    // ---- helpers for Commands ---------------------------------------------------
 
     fn store(
         &mut self,
