@@ -369,3 +369,77 @@ impl Drop for Server {
         self.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(bin: &str, args: &[&str], user: User) -> Vec<String> {
+        Launch::new(bin)
+            .args(args.iter().copied())
+            .user(user)
+            .user_args()
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_user_flag_follows_the_binary_and_the_flags() {
+        let root = is_root();
+        let as_root = |name: &str| -> Vec<String> {
+            if root {
+                vec!["-u".into(), name.into()]
+            } else {
+                Vec::new()
+            }
+        };
+        let cases: &[(&str, &[&str], User, Vec<String>)] = &[
+            (
+                "/usr/bin/memcached",
+                &[],
+                User::Auto,
+                vec!["-u".into(), "nobody".into()],
+            ),
+            (
+                "/x/memcached-1.6.45/bin/memcached",
+                &["-m", "8"],
+                User::Auto,
+                vec!["-u".into(), "nobody".into()],
+            ),
+            (
+                "/x/target/release/memcrab",
+                &[],
+                User::Auto,
+                vec!["-u".into(), "root".into()],
+            ),
+            (
+                "/usr/bin/memcached",
+                &["-u", "memcache"],
+                User::Auto,
+                Vec::new(),
+            ),
+            ("/x/memcrab", &["-u", "root"], User::Auto, Vec::new()),
+            ("/x/memcrab", &[], User::Never, Vec::new()),
+            (
+                "/usr/bin/memcached",
+                &[],
+                User::AsRoot("root".into()),
+                as_root("root"),
+            ),
+        ];
+        for (bin, args, u, want) in cases {
+            assert_eq!(&user(bin, args, u.clone()), want, "{bin} {args:?} {u:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_binary_is_a_spawn_error() {
+        let err = Launch::new("/nonexistent/memcrab").start().err();
+        assert!(
+            matches!(err, Some(StartError::Spawn { .. })),
+            "{:?}",
+            err.map(|e| e.to_string())
+        );
+    }
+}
