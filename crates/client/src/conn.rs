@@ -3,8 +3,8 @@
 //! A call encodes the request into the connection's write buffer (after checking
 //! keys and arguments, so a refused request costs no I/O), writes it with one
 //! `write_all`, and reads the whole response through the read buffer
-//! ([`crate::reply`]). Both buffers live as long as the connection, in its
-//! [`Wire`], which the `noreply` form ([`NoReply`]) and a [`Pipeline`] borrow.
+//! ([`crate::reply`]). Both buffers live as long as the connection, in its `Wire`
+//! (wire.rs), which the `noreply` form ([`NoReply`]) and a [`Pipeline`] borrow.
 //! The keyed commands are [`Commands`]' methods; the rest are here.
 
 use std::fmt;
