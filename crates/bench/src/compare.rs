@@ -6,6 +6,12 @@
 //!
 //! Every process it starts is in its own process group and is killed by group on
 //! every path: normal end, error, panic, and SIGINT/SIGTERM/SIGHUP.
+//!
+//! It starts servers itself rather than through memcrab-testkit (which the bench's
+//! tests use): a `--server-cmd` is any command line, a shell's or another server's,
+//! with a `{port}` to fill in and no port file to read, and it runs pinned, in a
+//! process group of its own that signals must reach. Testkit starts a known binary
+//! with flags and reads its port file.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -18,7 +24,9 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use crate::load::Target;
+use crate::plot;
 use crate::run::{self, Knobs, Mode, Report};
+use crate::summary::{summarize, Summary};
 
 /// `memcrab-bench compare`.
 #[derive(Args, Clone)]
@@ -157,32 +165,6 @@ impl Drop for Server {
     }
 }
 
-/// Medians over rounds for one server.
-pub struct Summary {
-    pub name: String,
-    /// The worker threads the server says it runs (`stats`' `threads`), if it says.
-    pub threads: Option<u32>,
-    pub rps: f64,
-    pub cpu_s_per_mreq: f64,
-    pub hit_ratio: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub client_cpu_pct: f64,
-    pub client_cpu_s_per_mreq: f64,
-    pub errors: u64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// The `threads` line of the server's `stats`: the workers it really runs (a
 /// memcrab pinned to one CPU runs one whatever `-t` says; memcached runs `-t`).
 fn server_threads(port: u16) -> Option<u32> {
@@ -202,24 +184,6 @@ fn server_threads(port: u16) -> Option<u32> {
     String::from_utf8_lossy(&got)
         .lines()
         .find_map(|l| l.strip_prefix("STAT threads ")?.trim().parse().ok())
-}
-
-fn summarize(name: &str, threads: Option<u32>, rs: &[Report]) -> Summary {
-    let m = |f: &dyn Fn(&Report) -> f64| median(rs.iter().map(f).collect());
-    Summary {
-        name: name.to_string(),
-        threads,
-        rps: m(&|r| r.throughput()),
-        cpu_s_per_mreq: m(&|r| r.server_cpu_s_per_mreq.unwrap_or(0.0)),
-        hit_ratio: m(&|r| r.hit_ratio()),
-        p50: m(&|r| r.p[0] as f64),
-        p90: m(&|r| r.p[1] as f64),
-        p99: m(&|r| r.p[2] as f64),
-        p999: m(&|r| r.p[3] as f64),
-        client_cpu_pct: m(&|r| r.client_cpu_pct),
-        client_cpu_s_per_mreq: m(&|r| r.client_cpu_s_per_mreq),
-        errors: rs.iter().map(|r| r.errors.total()).sum(),
-    }
 }
 
 pub fn main(a: CompareArgs) -> anyhow::Result<()> {
@@ -317,7 +281,7 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
         print!("{}", table(&workload, &sums, floor_cpu));
     }
     if let Some(path) = &a.plot {
-        std::fs::write(path, crate::plot::svg(&workload, &sums))
+        std::fs::write(path, plot::svg(&workload, &sums))
             .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(())

@@ -24,6 +24,7 @@ mod load;
 mod plot;
 mod run;
 mod storage;
+mod summary;
 mod workload;
 
 use clap::{Parser, Subcommand};

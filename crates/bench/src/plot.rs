@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::compare::Summary;
+use crate::summary::Summary;
 
 const COLORS: &[&str] = &[
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",

@@ -1,4 +1,4 @@
-//! `memcrab-bench storage`: the storage-efficiency measurements of issue 4, on any
+//! `memcrab-bench storage`: memory per item and hit ratio at equal memory, on any
 //! memcached-compatible servers started from command lines, side by side.
 //!
 //! - `bytes`: resident memory per item after storing N items with keys

@@ -2,74 +2,35 @@
 //! leave no process behind.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 fn bench_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_memcrab-bench"))
 }
 
-/// The server binary is built next to the bench by `cargo test --workspace`.
+/// The server binary, built next to the bench by `cargo test --workspace`
+/// (testkit looks there first).
 fn memcrab_bin() -> PathBuf {
-    let p = bench_bin().with_file_name("memcrab");
-    assert!(
-        p.exists(),
-        "{} missing: run cargo test --workspace",
-        p.display()
-    );
-    p
+    memcrab_testkit::memcrab_bin()
 }
 
+/// A memcrab started by testkit; dropping it kills and reaps the process.
 struct Server {
-    child: Child,
+    process: memcrab_testkit::Server,
     port: u16,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts memcrab on an ephemeral port, learning it from MEMCACHED_PORT_FILENAME.
-/// The returned guard kills and waits for it.
-#[allow(clippy::zombie_processes)]
+/// Starts memcrab on an ephemeral port (testkit reads it from the port file).
 fn memcrab(extra: &[&str]) -> Server {
-    let dir = std::env::temp_dir().join(format!(
-        "memcrab-bench-test-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    let port_file = dir.join("port");
-    let child = Command::new(memcrab_bin())
-        // As memcached, memcrab refuses root without -u and ignores it otherwise.
-        .args(["-u", "root", "-l", "127.0.0.1:0"])
-        .args(extra)
-        .env("MEMCACHED_PORT_FILENAME", &port_file)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn memcrab");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file) {
-            if let Some(port) = text.lines().find_map(|l| l.strip_prefix("TCP INET: ")) {
-                let port = port.trim().parse().expect("port");
-                let _ = std::fs::remove_dir_all(&dir);
-                return Server { child, port };
-            }
-        }
-        assert!(Instant::now() < deadline, "memcrab did not report its port");
-        std::thread::sleep(Duration::from_millis(5));
+    let process = memcrab_testkit::Launch::new(memcrab_bin())
+        .tag("bench-test")
+        .args(extra.iter().copied())
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    Server {
+        port: process.port(),
+        process,
     }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 fn bench(args: &[&str]) -> String {
@@ -104,7 +65,7 @@ fn num(json: &str, name: &str) -> f64 {
 fn run_report_adds_up() {
     let s = memcrab(&[]);
     let addr = format!("127.0.0.1:{}", s.port);
-    let pid = s.child.id().to_string();
+    let pid = s.process.pid().to_string();
     let j = bench(&[
         "run",
         "--server",

@@ -11,6 +11,7 @@
 //! as with libmemcached without `MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS`.
 
 use crate::addr::{Options, ServerAddr};
+use crate::commands::Commands;
 use crate::conn::Connection;
 use crate::error::{check_key, Error, Result};
 use crate::ketama::Ring;
@@ -85,115 +86,6 @@ impl Cluster {
         self.connection(self.ring.server_for(key))
     }
 
-    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.get(key)
-    }
-
-    pub fn gets(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.gets(key)
-    }
-
-    pub fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.gat(key, exptime)
-    }
-
-    pub fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.gats(key, exptime)
-    }
-
-    pub fn set(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<()> {
-        let key = key.as_ref();
-        self.connection_for(key)?.set(key, value, flags, exptime)
-    }
-
-    pub fn add(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?.add(key, value, flags, exptime)
-    }
-
-    pub fn replace(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?
-            .replace(key, value, flags, exptime)
-    }
-
-    pub fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?.append(key, value)
-    }
-
-    pub fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?.prepend(key, value)
-    }
-
-    pub fn cas(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-        cas_unique: u64,
-    ) -> Result<CasOutcome> {
-        let key = key.as_ref();
-        self.connection_for(key)?
-            .cas(key, value, flags, exptime, cas_unique)
-    }
-
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?.delete(key)
-    }
-
-    pub fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.incr(key, delta)
-    }
-
-    pub fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
-        let key = key.as_ref();
-        self.connection_for(key)?.decr(key, delta)
-    }
-
-    pub fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<bool> {
-        let key = key.as_ref();
-        self.connection_for(key)?.touch(key, exptime)
-    }
-
-    /// `get` of many keys across servers: each server's keys go out in one request,
-    /// all requests are sent before any reply is read (one round trip). The hits,
-    /// grouped by server. Any server's failure fails the call.
-    pub fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
-        self.multi(keys, false)
-    }
-
-    /// `gets` of many keys across servers; see [`Cluster::get_multi`].
-    pub fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
-        self.multi(keys, true)
-    }
-
     fn multi<K: AsRef<[u8]>>(&mut self, keys: &[K], cas: bool) -> Result<Vec<Item>> {
         for k in keys {
             check_key(k.as_ref())?;
@@ -210,7 +102,7 @@ impl Cluster {
             }
             let r = self
                 .connection(i)
-                .and_then(|c| c.send(|out| request::get(out, group, cas)));
+                .and_then(|c| c.wire().send(|out| request::get(out, group, cas)));
             match r {
                 Ok(()) => sent.push(i),
                 Err(e) => {
@@ -225,7 +117,7 @@ impl Cluster {
             let Some(conn) = self.conns[i].as_mut() else {
                 continue;
             };
-            match conn.recv(Expect::Values) {
+            match conn.wire().recv(Expect::Values) {
                 Ok(Response::Values(v)) => items.extend(v),
                 Ok(r) => {
                     first_err.get_or_insert(Error::UnexpectedReply(r.to_string()));
@@ -240,9 +132,126 @@ impl Cluster {
             None => Ok(items),
         }
     }
+}
+
+impl Commands for Cluster {
+    type Answer<'a, T>
+        = Result<T>
+    where
+        Self: 'a,
+        T: 'a;
+
+    fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.get(key)
+    }
+
+    fn gets(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.gets(key)
+    }
+
+    fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.gat(key, exptime)
+    }
+
+    fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.gats(key, exptime)
+    }
+
+    fn set(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> Result<()> {
+        let key = key.as_ref();
+        self.connection_for(key)?.set(key, value, flags, exptime)
+    }
+
+    fn add(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?.add(key, value, flags, exptime)
+    }
+
+    fn replace(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?
+            .replace(key, value, flags, exptime)
+    }
+
+    fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?.append(key, value)
+    }
+
+    fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?.prepend(key, value)
+    }
+
+    fn cas(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+        cas_unique: u64,
+    ) -> Result<CasOutcome> {
+        let key = key.as_ref();
+        self.connection_for(key)?
+            .cas(key, value, flags, exptime, cas_unique)
+    }
+
+    fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?.delete(key)
+    }
+
+    fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.incr(key, delta)
+    }
+
+    fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        self.connection_for(key)?.decr(key, delta)
+    }
+
+    fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<bool> {
+        let key = key.as_ref();
+        self.connection_for(key)?.touch(key, exptime)
+    }
+
+    /// `get` of many keys across servers: each server's keys go out in one request,
+    /// all requests are sent before any reply is read (one round trip). The hits,
+    /// grouped by server. Any server's failure fails the call.
+    fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
+        self.multi(keys, false)
+    }
+
+    /// `gets` of many keys across servers; see [`Cluster::get_multi`].
+    fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
+        self.multi(keys, true)
+    }
 
     /// `flush_all [delay]` on every server; the first error, after trying all.
-    pub fn flush_all(&mut self, delay: Option<i64>) -> Result<()> {
+    fn flush_all(&mut self, delay: Option<i64>) -> Result<()> {
         let mut first_err = None;
         for i in 0..self.servers.len() {
             if let Err(e) = self.connection(i).and_then(|c| c.flush_all(delay)) {

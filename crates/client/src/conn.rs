@@ -3,44 +3,44 @@
 //! A call encodes the request into the connection's write buffer (after checking
 //! keys and arguments, so a refused request costs no I/O), writes it with one
 //! `write_all`, and reads the whole response through the read buffer
-//! ([`crate::reply`]). Both buffers live as long as the connection.
+//! ([`crate::reply`]). Both buffers live as long as the connection, in its `Wire`
+//! (wire.rs), which the `noreply` form ([`NoReply`]) and a [`Pipeline`] borrow.
+//! The keyed commands are [`Commands`]' methods; the rest are here.
 
 use std::fmt;
-use std::net::Shutdown;
 
 use memcrab_proto::text::client::encode;
 use memcrab_proto::text::StoreCmd;
 
 use crate::addr::{Options, ServerAddr};
+use crate::commands::Commands;
 use crate::error::{Error, Result};
+use crate::noreply::NoReply;
 use crate::pipeline::Pipeline;
-use crate::reply::{CasOutcome, Item, ReadBuf, Response, RETAIN_MAX_BYTES};
+use crate::reply::{CasOutcome, Item, Response};
 use crate::request::{self, Expect};
-use crate::stream::Stream;
+use crate::wire::Wire;
 
 /// A blocking connection to one memcached-compatible server.
 ///
-/// Methods mirror the protocol's commands. Keys are any `AsRef<[u8]>` and are
-/// checked before anything is sent ([`crate::check_key`]). `exptime` is memcached's:
-/// seconds from now up to 30 days, a unix time beyond that, 0 for never, negative
-/// for already expired. `noreply` forms are on [`Connection::noreply`].
+/// Methods mirror the protocol's commands: the keyed ones through [`Commands`],
+/// which a [`Cluster`](crate::Cluster) and a [`Pipeline`] implement too. Keys are
+/// any `AsRef<[u8]>` and are checked before anything is sent
+/// ([`crate::check_key`]). `exptime` is memcached's: seconds from now up to 30 days,
+/// a unix time beyond that, 0 for never, negative for already expired. `noreply`
+/// forms are on [`Connection::noreply`].
 ///
 /// After an error that [`Error::is_fatal`] reports, the connection is broken: every
 /// call answers [`Error::Broken`] until [`Connection::reconnect`].
 pub struct Connection {
-    addr: ServerAddr,
-    opts: Options,
-    pub(crate) stream: Stream,
-    pub(crate) rbuf: ReadBuf,
-    pub(crate) wbuf: Vec<u8>,
-    broken: bool,
+    wire: Wire,
 }
 
 impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connection")
-            .field("addr", &self.addr)
-            .field("broken", &self.broken)
+            .field("addr", self.wire.addr())
+            .field("broken", &self.wire.is_broken())
             .finish_non_exhaustive()
     }
 }
@@ -60,85 +60,44 @@ impl Connection {
     /// Connects to a parsed address.
     pub fn open(addr: &ServerAddr, opts: &Options) -> Result<Connection> {
         Ok(Connection {
-            stream: Stream::connect(addr, opts)?,
-            addr: addr.clone(),
-            opts: opts.clone(),
-            rbuf: ReadBuf::new(),
-            wbuf: Vec::new(),
-            broken: false,
+            wire: Wire::open(addr, opts)?,
         })
     }
 
     /// The server this connection talks to.
     pub fn addr(&self) -> &ServerAddr {
-        &self.addr
+        self.wire.addr()
     }
 
     /// Whether an earlier error broke this connection.
     pub fn is_broken(&self) -> bool {
-        self.broken
+        self.wire.is_broken()
     }
 
     /// Drops the current socket and connects again with the same options.
     pub fn reconnect(&mut self) -> Result<()> {
-        self.stream.shutdown(Shutdown::Both);
-        self.broken = true;
-        self.stream = Stream::connect(&self.addr, &self.opts)?;
-        self.rbuf = ReadBuf::new();
-        self.wbuf.clear();
-        self.broken = false;
-        Ok(())
+        self.wire.reconnect()
     }
 
     /// Requests that get no reply.
     pub fn noreply(&mut self) -> NoReply<'_> {
-        NoReply { conn: self }
+        NoReply {
+            wire: &mut self.wire,
+        }
     }
 
     /// Queues requests to send in one write; see [`Pipeline`].
     pub fn pipeline(&mut self) -> Pipeline<'_> {
-        Pipeline::new(self)
+        Pipeline::new(&mut self.wire)
     }
 
-    // ---- retrieval ------------------------------------------------------------
-
-    /// `get <key>`.
-    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        first(self.call(Expect::Values, |out| request::get(out, &[key], false))?)
+    /// The socket and buffers, for a [`Cluster`](crate::Cluster) that sends to
+    /// several servers before it reads.
+    pub(crate) fn wire(&mut self) -> &mut Wire {
+        &mut self.wire
     }
 
-    /// `get <key>*`: the hits, in request order. No keys: no request.
-    pub fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
-        self.multi(keys, |out| request::get(out, keys, false))
-    }
-
-    /// `gets <key>`: the item with its CAS unique.
-    pub fn gets(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        first(self.call(Expect::Values, |out| request::get(out, &[key], true))?)
-    }
-
-    /// `gets <key>*`.
-    pub fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
-        self.multi(keys, |out| request::get(out, keys, true))
-    }
-
-    /// `gat <exptime> <key>`: get and touch.
-    pub fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        first(self.call(Expect::Values, |out| {
-            request::gat(out, exptime, &[key], false)
-        })?)
-    }
-
-    /// `gats <exptime> <key>`: get and touch, with the CAS unique.
-    pub fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
-        let key = key.as_ref();
-        first(self.call(Expect::Values, |out| {
-            request::gat(out, exptime, &[key], true)
-        })?)
-    }
+    // ---- retrieval beyond [`Commands`] ------------------------------------------
 
     /// `gat <exptime> <key>*`.
     pub fn gat_multi<K: AsRef<[u8]>>(&mut self, keys: &[K], exptime: i64) -> Result<Vec<Item>> {
@@ -158,16 +117,158 @@ impl Connection {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        match self.call(Expect::Values, encode)? {
+        match self.wire.call(Expect::Values, encode)? {
             Response::Values(items) => Ok(items),
             r => unexpected(r),
         }
     }
 
-    // ---- storage --------------------------------------------------------------
+    // ---- server commands --------------------------------------------------------
+
+    /// `version`: the server's version text.
+    pub fn version(&mut self) -> Result<String> {
+        match self.wire.call(Expect::Status, |out| {
+            encode::version(out);
+            Ok(())
+        })? {
+            Response::Version(v) => Ok(v),
+            r => unexpected(r),
+        }
+    }
+
+    /// `stats [args]`: name/value pairs in the server's order (e.g. `None`,
+    /// `Some("items")`, `Some("slabs")`, `Some("settings")`). `stats reset` and other
+    /// subcommands that answer one status line give an empty list.
+    pub fn stats(&mut self, args: Option<&str>) -> Result<Vec<(String, String)>> {
+        match self
+            .wire
+            .call(Expect::Stats, |out| request::stats(out, args))?
+        {
+            Response::Stats(s) => Ok(s),
+            Response::Reset | Response::Ok => Ok(Vec::new()),
+            r => unexpected(r),
+        }
+    }
+
+    /// `verbosity <level>`.
+    pub fn verbosity(&mut self, level: u32) -> Result<()> {
+        ok(self.wire.call(Expect::Status, |out| {
+            encode::verbosity(out, level, false);
+            Ok(())
+        })?)
+    }
+
+    /// `cache_memlimit <megabytes>`. memcached refuses values under 8 with
+    /// `MEMLIMIT_TOO_SMALL ...`, which comes back as [`Error::UnexpectedReply`].
+    pub fn cache_memlimit(&mut self, megabytes: u32) -> Result<()> {
+        ok(self.wire.call(Expect::Status, |out| {
+            encode::cache_memlimit(out, megabytes, false);
+            Ok(())
+        })?)
+    }
+
+    /// `quit`: the server closes the connection; this waits for the close.
+    pub fn quit(mut self) -> Result<()> {
+        self.wire.send(|out| {
+            encode::quit(out);
+            Ok(())
+        })?;
+        if !self.wire.rbuf.pending().is_empty() {
+            let extra = self.wire.rbuf.pending().escape_ascii().to_string();
+            return Err(Error::UnexpectedReply(extra));
+        }
+        let mut b = [0u8; 256];
+        loop {
+            match self.wire.stream.read(&mut b) {
+                Ok(0) => return Ok(()),
+                Ok(n) => return Err(Error::UnexpectedReply(b[..n].escape_ascii().to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::from_io(e)),
+            }
+        }
+    }
+
+    // ---- helpers for Commands ---------------------------------------------------
+
+    fn store(
+        &mut self,
+        cmd: StoreCmd,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: i64,
+        cas_unique: u64,
+    ) -> Result<Response> {
+        self.wire.call(Expect::Status, |out| {
+            request::store(out, cmd, key, value, flags, exptime, cas_unique, false)
+        })
+    }
+
+    fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<Option<u64>> {
+        match self.wire.call(Expect::Status, |out| {
+            request::arith(out, key, incr, delta, false)
+        })? {
+            Response::Number(n) => Ok(Some(n)),
+            Response::NotFound => Ok(None),
+            r => unexpected(r),
+        }
+    }
+}
+
+impl Commands for Connection {
+    type Answer<'a, T>
+        = Result<T>
+    where
+        Self: 'a,
+        T: 'a;
+
+    /// `get <key>`.
+    fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        first(
+            self.wire
+                .call(Expect::Values, |out| request::get(out, &[key], false))?,
+        )
+    }
+
+    /// `get <key>*`: the hits, in request order. No keys: no request.
+    fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
+        self.multi(keys, |out| request::get(out, keys, false))
+    }
+
+    /// `gets <key>`: the item with its CAS unique.
+    fn gets(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        first(
+            self.wire
+                .call(Expect::Values, |out| request::get(out, &[key], true))?,
+        )
+    }
+
+    /// `gets <key>*`.
+    fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Item>> {
+        self.multi(keys, |out| request::get(out, keys, true))
+    }
+
+    /// `gat <exptime> <key>`: get and touch.
+    fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        first(self.wire.call(Expect::Values, |out| {
+            request::gat(out, exptime, &[key], false)
+        })?)
+    }
+
+    /// `gats <exptime> <key>`: get and touch, with the CAS unique.
+    fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<Option<Item>> {
+        let key = key.as_ref();
+        first(self.wire.call(Expect::Values, |out| {
+            request::gat(out, exptime, &[key], true)
+        })?)
+    }
 
     /// `set`: store unconditionally.
-    pub fn set(
+    fn set(
         &mut self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
@@ -189,7 +290,7 @@ impl Connection {
     }
 
     /// `add`: store only if absent. `false`: it was there (`NOT_STORED`).
-    pub fn add(
+    fn add(
         &mut self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
@@ -207,7 +308,7 @@ impl Connection {
     }
 
     /// `replace`: store only if present. `false`: it was absent.
-    pub fn replace(
+    fn replace(
         &mut self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
@@ -227,17 +328,17 @@ impl Connection {
 
     /// `append`: add bytes after an existing value (flags and exptime are ignored
     /// by the server). `false`: the key was absent.
-    pub fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+    fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
         stored(self.store(StoreCmd::Append, key.as_ref(), value.as_ref(), 0, 0, 0)?)
     }
 
     /// `prepend`: add bytes before an existing value. `false`: the key was absent.
-    pub fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+    fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
         stored(self.store(StoreCmd::Prepend, key.as_ref(), value.as_ref(), 0, 0, 0)?)
     }
 
     /// `cas`: store if the item's CAS unique is still `cas_unique` (from `gets`).
-    pub fn cas(
+    fn cas(
         &mut self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
@@ -254,26 +355,13 @@ impl Connection {
         }
     }
 
-    fn store(
-        &mut self,
-        cmd: StoreCmd,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: i64,
-        cas_unique: u64,
-    ) -> Result<Response> {
-        self.call(Expect::Status, |out| {
-            request::store(out, cmd, key, value, flags, exptime, cas_unique, false)
-        })
-    }
-
-    // ---- other keyed commands -------------------------------------------------
-
     /// `delete`: `false` when the key was absent.
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
+    fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
-        match self.call(Expect::Status, |out| request::delete(out, key, false))? {
+        match self
+            .wire
+            .call(Expect::Status, |out| request::delete(out, key, false))?
+        {
             Response::Deleted => Ok(true),
             Response::NotFound => Ok(false),
             r => unexpected(r),
@@ -282,29 +370,19 @@ impl Connection {
 
     /// `incr`: the new value (wrapping at 2^64), `None` when the key is absent.
     /// A value that is not a decimal number: [`Error::ClientError`].
-    pub fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
+    fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
         self.arith(key.as_ref(), true, delta)
     }
 
     /// `decr`: the new value (never below 0), `None` when the key is absent.
-    pub fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
+    fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<Option<u64>> {
         self.arith(key.as_ref(), false, delta)
     }
 
-    fn arith(&mut self, key: &[u8], incr: bool, delta: u64) -> Result<Option<u64>> {
-        match self.call(Expect::Status, |out| {
-            request::arith(out, key, incr, delta, false)
-        })? {
-            Response::Number(n) => Ok(Some(n)),
-            Response::NotFound => Ok(None),
-            r => unexpected(r),
-        }
-    }
-
     /// `touch`: a new exptime. `false` when the key was absent.
-    pub fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<bool> {
+    fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<bool> {
         let key = key.as_ref();
-        match self.call(Expect::Status, |out| {
+        match self.wire.call(Expect::Status, |out| {
             request::touch(out, key, exptime, false)
         })? {
             Response::Touched => Ok(true),
@@ -313,133 +391,12 @@ impl Connection {
         }
     }
 
-    // ---- server commands ------------------------------------------------------
-
     /// `flush_all [delay]`: invalidate every item now, or `delay` seconds from now.
-    pub fn flush_all(&mut self, delay: Option<i64>) -> Result<()> {
-        ok(self.call(Expect::Status, |out| {
+    fn flush_all(&mut self, delay: Option<i64>) -> Result<()> {
+        ok(self.wire.call(Expect::Status, |out| {
             encode::flush_all(out, delay, false);
             Ok(())
         })?)
-    }
-
-    /// `version`: the server's version text.
-    pub fn version(&mut self) -> Result<String> {
-        match self.call(Expect::Status, |out| {
-            encode::version(out);
-            Ok(())
-        })? {
-            Response::Version(v) => Ok(v),
-            r => unexpected(r),
-        }
-    }
-
-    /// `stats [args]`: name/value pairs in the server's order (e.g. `None`,
-    /// `Some("items")`, `Some("slabs")`, `Some("settings")`). `stats reset` and other
-    /// subcommands that answer one status line give an empty list.
-    pub fn stats(&mut self, args: Option<&str>) -> Result<Vec<(String, String)>> {
-        match self.call(Expect::Stats, |out| request::stats(out, args))? {
-            Response::Stats(s) => Ok(s),
-            Response::Reset | Response::Ok => Ok(Vec::new()),
-            r => unexpected(r),
-        }
-    }
-
-    /// `verbosity <level>`.
-    pub fn verbosity(&mut self, level: u32) -> Result<()> {
-        ok(self.call(Expect::Status, |out| {
-            encode::verbosity(out, level, false);
-            Ok(())
-        })?)
-    }
-
-    /// `cache_memlimit <megabytes>`. memcached refuses values under 8 with
-    /// `MEMLIMIT_TOO_SMALL ...`, which comes back as [`Error::UnexpectedReply`].
-    pub fn cache_memlimit(&mut self, megabytes: u32) -> Result<()> {
-        ok(self.call(Expect::Status, |out| {
-            encode::cache_memlimit(out, megabytes, false);
-            Ok(())
-        })?)
-    }
-
-    /// `quit`: the server closes the connection; this waits for the close.
-    pub fn quit(mut self) -> Result<()> {
-        self.send(|out| {
-            encode::quit(out);
-            Ok(())
-        })?;
-        if !self.rbuf.pending().is_empty() {
-            let extra = self.rbuf.pending().escape_ascii().to_string();
-            return Err(Error::UnexpectedReply(extra));
-        }
-        let mut b = [0u8; 256];
-        loop {
-            match self.stream.read(&mut b) {
-                Ok(0) => return Ok(()),
-                Ok(n) => return Err(Error::UnexpectedReply(b[..n].escape_ascii().to_string())),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::from_io(e)),
-            }
-        }
-    }
-
-    // ---- plumbing -------------------------------------------------------------
-
-    /// One request, one response.
-    fn call(
-        &mut self,
-        expect: Expect,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
-    ) -> Result<Response> {
-        self.send(encode)?;
-        self.recv(expect)
-    }
-
-    /// Encodes one request into the cleared write buffer and writes it.
-    pub(crate) fn send(&mut self, encode: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
-        self.usable()?;
-        self.wbuf.clear();
-        encode(&mut self.wbuf)?;
-        self.write_wbuf()
-    }
-
-    /// Writes the whole write buffer.
-    pub(crate) fn write_wbuf(&mut self) -> Result<()> {
-        let r = self.stream.write_all(&self.wbuf);
-        self.reset_wbuf();
-        r.map_err(|e| self.fail(Error::from_io(e)))
-    }
-
-    /// Empties the write buffer, giving back memory a large value took.
-    pub(crate) fn reset_wbuf(&mut self) {
-        self.wbuf.clear();
-        if self.wbuf.capacity() > RETAIN_MAX_BYTES {
-            self.wbuf.shrink_to(RETAIN_MAX_BYTES / 16);
-        }
-    }
-
-    /// Reads one response of the given shape.
-    pub(crate) fn recv(&mut self, expect: Expect) -> Result<Response> {
-        match self.rbuf.read_response(&self.stream, expect) {
-            Ok(r) => r,
-            Err(e) => Err(self.fail(e)),
-        }
-    }
-
-    pub(crate) fn usable(&self) -> Result<()> {
-        if self.broken {
-            return Err(Error::Broken);
-        }
-        Ok(())
-    }
-
-    /// Marks the connection broken after a fatal error and closes the socket, so
-    /// that no late reply can be taken for another request's.
-    pub(crate) fn fail(&mut self, e: Error) -> Error {
-        self.broken = true;
-        self.stream.shutdown(Shutdown::Both);
-        e
     }
 }
 
@@ -467,142 +424,4 @@ fn ok(r: Response) -> Result<()> {
 
 fn unexpected<T>(r: Response) -> Result<T> {
     Err(Error::UnexpectedReply(r.to_string()))
-}
-
-/// The `noreply` forms: each request is written at once and nothing is read.
-///
-/// memcached sends no reply to these, errors included, so a failure (a value too
-/// large, a non-numeric incr) goes unnoticed; only I/O errors are reported.
-pub struct NoReply<'c> {
-    conn: &'c mut Connection,
-}
-
-impl NoReply<'_> {
-    pub fn set(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<()> {
-        self.store(
-            StoreCmd::Set,
-            key.as_ref(),
-            value.as_ref(),
-            flags,
-            exptime,
-            0,
-        )
-    }
-
-    pub fn add(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<()> {
-        self.store(
-            StoreCmd::Add,
-            key.as_ref(),
-            value.as_ref(),
-            flags,
-            exptime,
-            0,
-        )
-    }
-
-    pub fn replace(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> Result<()> {
-        self.store(
-            StoreCmd::Replace,
-            key.as_ref(),
-            value.as_ref(),
-            flags,
-            exptime,
-            0,
-        )
-    }
-
-    pub fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.store(StoreCmd::Append, key.as_ref(), value.as_ref(), 0, 0, 0)
-    }
-
-    pub fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.store(StoreCmd::Prepend, key.as_ref(), value.as_ref(), 0, 0, 0)
-    }
-
-    pub fn cas(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-        cas_unique: u64,
-    ) -> Result<()> {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.store(StoreCmd::Cas, key, value, flags, exptime, cas_unique)
-    }
-
-    fn store(
-        &mut self,
-        cmd: StoreCmd,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: i64,
-        cas_unique: u64,
-    ) -> Result<()> {
-        self.conn
-            .send(|out| request::store(out, cmd, key, value, flags, exptime, cas_unique, true))
-    }
-
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        let key = key.as_ref();
-        self.conn.send(|out| request::delete(out, key, true))
-    }
-
-    pub fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<()> {
-        let key = key.as_ref();
-        self.conn
-            .send(|out| request::arith(out, key, true, delta, true))
-    }
-
-    pub fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> Result<()> {
-        let key = key.as_ref();
-        self.conn
-            .send(|out| request::arith(out, key, false, delta, true))
-    }
-
-    pub fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> Result<()> {
-        let key = key.as_ref();
-        self.conn
-            .send(|out| request::touch(out, key, exptime, true))
-    }
-
-    pub fn flush_all(&mut self, delay: Option<i64>) -> Result<()> {
-        self.conn.send(|out| {
-            encode::flush_all(out, delay, true);
-            Ok(())
-        })
-    }
-
-    pub fn verbosity(&mut self, level: u32) -> Result<()> {
-        self.conn.send(|out| {
-            encode::verbosity(out, level, true);
-            Ok(())
-        })
-    }
-
-    pub fn cache_memlimit(&mut self, megabytes: u32) -> Result<()> {
-        self.conn.send(|out| {
-            encode::cache_memlimit(out, megabytes, true);
-            Ok(())
-        })
-    }
 }

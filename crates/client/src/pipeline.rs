@@ -19,11 +19,12 @@ use std::net::Shutdown;
 use memcrab_proto::text::client::encode;
 use memcrab_proto::text::StoreCmd;
 
-use crate::conn::Connection;
+use crate::commands::Commands;
 use crate::error::{Error, Result};
 use crate::reply::{ReadBuf, Response};
 use crate::request::{self, Expect};
 use crate::stream::Stream;
+use crate::wire::Wire;
 
 /// The largest batch written before reading. Linux's default loopback/LAN socket
 /// buffers (`tcp_rmem` 128 KiB on the server, `tcp_wmem` 16 KiB here, before
@@ -45,6 +46,7 @@ enum Slot {
 /// Each method queues one request and returns the pipeline, so calls chain:
 ///
 /// ```no_run
+/// # use memcrab_client::Commands;
 /// # fn main() -> Result<(), memcrab_client::Error> {
 /// let mut conn = memcrab_client::Connection::connect("127.0.0.1:11211")?;
 /// let replies = conn
@@ -66,15 +68,15 @@ enum Slot {
 /// refusals decided before sending ([`Error::InvalidKey`]), which send nothing for
 /// that request and leave the others alone.
 pub struct Pipeline<'c> {
-    conn: &'c mut Connection,
+    wire: &'c mut Wire,
     slots: Vec<Slot>,
 }
 
 impl<'c> Pipeline<'c> {
-    pub(crate) fn new(conn: &'c mut Connection) -> Pipeline<'c> {
-        conn.wbuf.clear();
+    pub(crate) fn new(wire: &'c mut Wire) -> Pipeline<'c> {
+        wire.wbuf.clear();
         Pipeline {
-            conn,
+            wire,
             slots: Vec::new(),
         }
     }
@@ -93,7 +95,7 @@ impl<'c> Pipeline<'c> {
         expect: Option<Expect>,
         encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
     ) -> &mut Self {
-        let slot = match encode(&mut self.conn.wbuf) {
+        let slot = match encode(&mut self.wire.wbuf) {
             Ok(()) => expect.map_or(Slot::NoReply, Slot::Reply),
             Err(e) => Slot::Ready(Err(e)),
         };
@@ -119,127 +121,12 @@ impl<'c> Pipeline<'c> {
         PipelineNoReply { p: self }
     }
 
-    pub fn get(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.push(Some(Expect::Values), |out| request::get(out, &[key], false))
-    }
-
-    pub fn gets(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.push(Some(Expect::Values), |out| request::get(out, &[key], true))
-    }
-
-    pub fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> &mut Self {
-        self.multi(keys, |out| request::get(out, keys, false))
-    }
-
-    pub fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> &mut Self {
-        self.multi(keys, |out| request::get(out, keys, true))
-    }
-
-    pub fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
-        let key = key.as_ref();
-        self.push(Some(Expect::Values), |out| {
-            request::gat(out, exptime, &[key], false)
-        })
-    }
-
-    pub fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
-        let key = key.as_ref();
-        self.push(Some(Expect::Values), |out| {
-            request::gat(out, exptime, &[key], true)
-        })
-    }
-
     pub fn gat_multi<K: AsRef<[u8]>>(&mut self, keys: &[K], exptime: i64) -> &mut Self {
         self.multi(keys, |out| request::gat(out, exptime, keys, false))
     }
 
     pub fn gats_multi<K: AsRef<[u8]>>(&mut self, keys: &[K], exptime: i64) -> &mut Self {
         self.multi(keys, |out| request::gat(out, exptime, keys, true))
-    }
-
-    pub fn set(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> &mut Self {
-        self.store(
-            false,
-            StoreCmd::Set,
-            key.as_ref(),
-            value.as_ref(),
-            flags,
-            exptime,
-            0,
-        )
-    }
-
-    pub fn add(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> &mut Self {
-        self.store(
-            false,
-            StoreCmd::Add,
-            key.as_ref(),
-            value.as_ref(),
-            flags,
-            exptime,
-            0,
-        )
-    }
-
-    pub fn replace(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-    ) -> &mut Self {
-        let (k, v) = (key.as_ref(), value.as_ref());
-        self.store(false, StoreCmd::Replace, k, v, flags, exptime, 0)
-    }
-
-    pub fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.store(
-            false,
-            StoreCmd::Append,
-            key.as_ref(),
-            value.as_ref(),
-            0,
-            0,
-            0,
-        )
-    }
-
-    pub fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.store(
-            false,
-            StoreCmd::Prepend,
-            key.as_ref(),
-            value.as_ref(),
-            0,
-            0,
-            0,
-        )
-    }
-
-    pub fn cas(
-        &mut self,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        flags: u32,
-        exptime: i64,
-        cas_unique: u64,
-    ) -> &mut Self {
-        let (k, v) = (key.as_ref(), value.as_ref());
-        self.store(false, StoreCmd::Cas, k, v, flags, exptime, cas_unique)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -255,37 +142,6 @@ impl<'c> Pipeline<'c> {
     ) -> &mut Self {
         self.push(reply(nr), |out| {
             request::store(out, cmd, key, value, flags, exptime, cas_unique, nr)
-        })
-    }
-
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.push(reply(false), |out| request::delete(out, key, false))
-    }
-
-    pub fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> &mut Self {
-        let key = key.as_ref();
-        self.push(reply(false), |out| {
-            request::arith(out, key, true, delta, false)
-        })
-    }
-
-    pub fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> &mut Self {
-        let key = key.as_ref();
-        self.push(reply(false), |out| {
-            request::arith(out, key, false, delta, false)
-        })
-    }
-
-    pub fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
-        let key = key.as_ref();
-        self.push(reply(false), |out| request::touch(out, key, exptime, false))
-    }
-
-    pub fn flush_all(&mut self, delay: Option<i64>) -> &mut Self {
-        self.push(reply(false), |out| {
-            encode::flush_all(out, delay, false);
-            Ok(())
         })
     }
 
@@ -318,7 +174,7 @@ impl<'c> Pipeline<'c> {
     /// and can be filled again.
     pub fn execute(&mut self) -> Result<Vec<Result<Response>>> {
         let slots = std::mem::take(&mut self.slots);
-        let conn = &mut *self.conn;
+        let conn = &mut *self.wire;
         if let Err(e) = conn.usable() {
             conn.reset_wbuf();
             return Err(e);
@@ -334,6 +190,160 @@ impl<'c> Pipeline<'c> {
             Err((e, sent)) if sent => Err(conn.fail(e)),
             Err((e, _)) => Err(e),
         }
+    }
+}
+
+impl<'c> Commands for Pipeline<'c> {
+    type Answer<'a, T>
+        = &'a mut Pipeline<'c>
+    where
+        Self: 'a,
+        T: 'a;
+
+    fn get(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        let key = key.as_ref();
+        self.push(Some(Expect::Values), |out| request::get(out, &[key], false))
+    }
+
+    fn gets(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        let key = key.as_ref();
+        self.push(Some(Expect::Values), |out| request::get(out, &[key], true))
+    }
+
+    fn get_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> &mut Self {
+        self.multi(keys, |out| request::get(out, keys, false))
+    }
+
+    fn gets_multi<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> &mut Self {
+        self.multi(keys, |out| request::get(out, keys, true))
+    }
+
+    fn gat(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
+        let key = key.as_ref();
+        self.push(Some(Expect::Values), |out| {
+            request::gat(out, exptime, &[key], false)
+        })
+    }
+
+    fn gats(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
+        let key = key.as_ref();
+        self.push(Some(Expect::Values), |out| {
+            request::gat(out, exptime, &[key], true)
+        })
+    }
+
+    fn set(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> &mut Self {
+        self.store(
+            false,
+            StoreCmd::Set,
+            key.as_ref(),
+            value.as_ref(),
+            flags,
+            exptime,
+            0,
+        )
+    }
+
+    fn add(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> &mut Self {
+        self.store(
+            false,
+            StoreCmd::Add,
+            key.as_ref(),
+            value.as_ref(),
+            flags,
+            exptime,
+            0,
+        )
+    }
+
+    fn replace(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+    ) -> &mut Self {
+        let (k, v) = (key.as_ref(), value.as_ref());
+        self.store(false, StoreCmd::Replace, k, v, flags, exptime, 0)
+    }
+
+    fn append(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.store(
+            false,
+            StoreCmd::Append,
+            key.as_ref(),
+            value.as_ref(),
+            0,
+            0,
+            0,
+        )
+    }
+
+    fn prepend(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.store(
+            false,
+            StoreCmd::Prepend,
+            key.as_ref(),
+            value.as_ref(),
+            0,
+            0,
+            0,
+        )
+    }
+
+    fn cas(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+        exptime: i64,
+        cas_unique: u64,
+    ) -> &mut Self {
+        let (k, v) = (key.as_ref(), value.as_ref());
+        self.store(false, StoreCmd::Cas, k, v, flags, exptime, cas_unique)
+    }
+
+    fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        let key = key.as_ref();
+        self.push(reply(false), |out| request::delete(out, key, false))
+    }
+
+    fn incr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> &mut Self {
+        let key = key.as_ref();
+        self.push(reply(false), |out| {
+            request::arith(out, key, true, delta, false)
+        })
+    }
+
+    fn decr(&mut self, key: impl AsRef<[u8]>, delta: u64) -> &mut Self {
+        let key = key.as_ref();
+        self.push(reply(false), |out| {
+            request::arith(out, key, false, delta, false)
+        })
+    }
+
+    fn touch(&mut self, key: impl AsRef<[u8]>, exptime: i64) -> &mut Self {
+        let key = key.as_ref();
+        self.push(reply(false), |out| request::touch(out, key, exptime, false))
+    }
+
+    fn flush_all(&mut self, delay: Option<i64>) -> &mut Self {
+        self.push(reply(false), |out| {
+            encode::flush_all(out, delay, false);
+            Ok(())
+        })
     }
 }
 
@@ -360,10 +370,7 @@ fn read_slots(
 /// Writes from a scoped thread while this one reads. A failure on either side shuts
 /// the socket down so the other side stops waiting. The error's flag says whether
 /// anything may have been sent (then the connection is broken).
-fn exchange(
-    conn: &mut Connection,
-    slots: Vec<Slot>,
-) -> Result<Vec<Result<Response>>, (Error, bool)> {
+fn exchange(conn: &mut Wire, slots: Vec<Slot>) -> Result<Vec<Result<Response>>, (Error, bool)> {
     let (stream, wbuf, rbuf) = (&conn.stream, &conn.wbuf, &mut conn.rbuf);
     std::thread::scope(|s| {
         let writer = std::thread::Builder::new()

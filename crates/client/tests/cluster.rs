@@ -5,7 +5,7 @@
 mod common;
 
 use common::{test_options, Kind, Server};
-use memcrab_client::{CasOutcome, Cluster, Error};
+use memcrab_client::{CasOutcome, Cluster, Commands, Error};
 
 fn three_servers() -> Vec<Server> {
     let mut servers = vec![

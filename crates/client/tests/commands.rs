@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Kind, Server};
-use memcrab_client::{CasOutcome, Connection, Error, Item};
+use memcrab_client::{CasOutcome, Commands, Connection, Error, Item};
 
 fn item(key: &str, value: &[u8], flags: u32) -> Item {
     Item {

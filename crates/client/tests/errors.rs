@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{test_options, Kind, Server};
-use memcrab_client::{Cluster, Connection, Error, KeyError, Options};
+use memcrab_client::{Cluster, Commands, Connection, Error, KeyError, Options};
 
 both! {
     fn too_large_is_a_server_error(srv: &Server) {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{test_options, Kind, Server, TempDir};
-use memcrab_client::{Cluster, Ring, ServerAddr};
+use memcrab_client::{Cluster, Commands, Ring, ServerAddr};
 
 const FIXTURE: &str = "tests/fixtures/ketama_libmemcached.txt";
 

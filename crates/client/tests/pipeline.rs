@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{test_options, Kind, Server};
-use memcrab_client::{Connection, Error, Item, KeyError, Options, Response};
+use memcrab_client::{Commands, Connection, Error, Item, KeyError, Options, Response};
 
 fn item(key: &str, value: &[u8], flags: u32, cas: Option<u64>) -> Item {
     Item {

@@ -54,7 +54,8 @@
 //!   │   ├── client.rs      client side: request encoders, reply parser
 //!   │   │                                              ──► request (StoreCmd), num
 //!   │   └── tests.rs
-//!   ├── binary.rs          frame, decode (Reject), responses, test client
+//!   ├── binary/            frame, decode (Reject), responses, test client; its
+//!   │                      files are drawn in its own header ([`binary`])
 //!   │                                                  ──► memcrab_limits
 //!   └── num.rs             safe_strtoull/strtoul/strtol, NotANumber; a leaf
 //! ```

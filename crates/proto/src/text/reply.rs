@@ -60,7 +60,7 @@ const HEAD_MAX_FIXED: usize = 6 + 1 + 10 + 1 + 20 + 1 + 20 + 2;
 /// the `<bytes>` of data and the closing `\r\n` itself.
 ///
 /// The numbers and their separators are put together in a small stack buffer, two
-/// digits per step ([`decimal`]), so the line is appended with three copies (`VALUE `,
+/// digits per step (`decimal`), so the line is appended with three copies (`VALUE `,
 /// the key, the rest) and no per-byte pushes.
 pub fn value_head(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
     let mut tail = [0u8; HEAD_MAX_FIXED - 6];

@@ -15,7 +15,7 @@
 //!
 //! `deletions` (`type=deleted`) is memcached 1.6.20's; 1.6.18 answers `ERROR` to it.
 //!
-//! Imports only [`super::reply`] (for `uriencode`) and [`super::request`] (the storage
+//! Imports only [`super::reply`] (for `uriencode`) and `request.rs` (the storage
 //! command names).
 
 use std::net::SocketAddr;
