@@ -289,12 +289,11 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
             server: Arc::clone(&server),
             udp,
         };
-        handles.push(thread::Builder::new().name(format!("worker-{id}")).spawn(
-            move || match io {
-                IoKind::Uring => uring::run(w),
-                IoKind::Epoll => w.run(),
-            },
-        )?);
+        handles.push(
+            thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn(move || crate::io::run(w, io))?,
+        );
     }
     let _ = server.wakers.set(wakers);
 
