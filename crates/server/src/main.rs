@@ -25,10 +25,8 @@
 //!   main.rs       flags, binding, threads, signals
 //!   startup/      settings/ (the command line), service.rs (-u, -d, -P, -r), auth.rs
 //!                 (SASL and -Y password files), listen.rs (the acceptor thread, -c)
-//!   io/           the transport: worker.rs (epoll loop), uring.rs and ringio.rs
-//!                 (io_uring loop), conn.rs (a stream's read/serve/write cycle), udp.rs,
-//!                 tls.rs, net.rs (sockets), out.rs (reply bytes and lent values),
-//!                 handoff.rs (acceptor → worker)
+//!   io/           the transport: the connection core, the epoll and io_uring drivers,
+//!                 UDP, TLS, sockets (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: mod.rs (Ctx, Flow, Resume, counting), text.rs, meta.rs,
 //!                 binary.rs, admin.rs (lru_crawler and key dumps, slabs, lru)

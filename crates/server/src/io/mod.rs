@@ -3,13 +3,18 @@
 //! framing, TLS, and a connection's output.
 //!
 //! ```text
-//!   floor 3   epoll.rs          uring/ (mod.rs loop, ring.rs wire, bufring.rs set-up)
-//!               └───────┬───────┘      neither imports the other; `run` chains them
-//!   floor 2         worker.rs   what both drivers share: Ctx, open, close, watch
-//!                       │       registration, idle test, UDP dispatch
-//!   floor 1   net.rs (listeners; Stream: a socket as a Wire)   udp.rs   handoff.rs
-//!                       │
-//!   floor 0   conn.rs (Conn: bytes in, Out out; Wire; Next)   out.rs   tls.rs
+//!   mod.rs      run: a worker on the driver asked for; io_uring hands over to epoll
+//!   epoll.rs    the epoll driver        uring/   the io_uring driver (its files:
+//!        └── neither imports the other ──┘       uring/mod.rs)
+//!   worker.rs   what both drivers share: a worker's parts and Ctx, opening and
+//!               closing a connection, poll registration, the idle test, UDP dispatch
+//!   stream.rs   a socket (net.rs's Stream) as a connection's Wire
+//!   handoff.rs  a new connection from the acceptor to a worker
+//!   conn.rs     the connection core: bytes in, replies out (Out), through a Wire
+//!   net.rs      listeners and sockets (TCP, unix, UDP), the Stream type
+//!   udp.rs      UDP: datagram framing around the request step
+//!   tls.rs      TLS (rustls) streams and certificates
+//!   out.rs      a connection's output: bytes and values lent by the store
 //! ```
 
 pub mod conn;
@@ -17,6 +22,7 @@ pub mod epoll;
 pub mod handoff;
 pub mod net;
 pub mod out;
+pub mod stream;
 pub mod tls;
 pub mod udp;
 pub mod uring;

@@ -1,8 +1,7 @@
 //! Sockets: the makers of every listening socket (TCP and unix listeners, UDP
 //! sockets) from `-l`/`-p`/`-s`/`-U`, and the stream a connection reads and writes
-//! through readiness (plain, or TLS from [`crate::io::tls`]): a connection's
-//! [`Wire`] under the epoll driver, and for TLS under the io_uring driver too.
-//! Nothing here knows about requests.
+//! through readiness (plain, or TLS from [`crate::io::tls`]; `stream.rs` makes it a
+//! connection's wire). Nothing here knows about requests.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -11,9 +10,6 @@ use std::os::fd::AsRawFd;
 use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
-use crate::exec::Ctx;
-use crate::io::conn::{Wire, KEEP_BUFFER_BYTES};
-use crate::io::out::Out;
 use crate::io::tls::TlsStream;
 use crate::startup::settings::{Settings, NOTLS_PREFIX};
 
@@ -102,54 +98,6 @@ impl Stream {
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp().as_raw_fd(),
         }
-    }
-}
-
-/// A socket as a connection's wire: reads when readiness says so; writes with one
-/// `write` (one `writev` of up to `IOV_MAX` pieces when the output holds leases,
-/// each lease released once the kernel took its last byte).
-impl Wire for Stream {
-    #[inline(always)]
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        Stream::read(self, buf)
-    }
-
-    /// Writes once (more if the kernel takes it all and more is left).
-    #[inline]
-    fn send(&mut self, out: &mut Out, wpos: &mut usize, cx: &Ctx<'_>) -> io::Result<()> {
-        while *wpos < out.len() {
-            let wrote = match out.owned_from(*wpos) {
-                Some(bytes) => self.write(bytes),
-                None => {
-                    let mut slices = Vec::new();
-                    out.io_slices(*wpos, &mut slices);
-                    self.write_vectored(&slices)
-                }
-            };
-            match wrote {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    cx.counters.bytes_written.add(n as u64);
-                    *wpos += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        self.flush()?;
-        if *wpos == out.len() {
-            *wpos = 0;
-            out.clear();
-            out.free_buffer_over(KEEP_BUFFER_BYTES);
-        } else {
-            out.release_sent(*wpos);
-        }
-        Ok(())
-    }
-
-    fn holds_output(&self) -> bool {
-        self.has_pending_output()
     }
 }
 
