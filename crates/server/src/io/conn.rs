@@ -378,38 +378,50 @@ impl Conn {
 
     /// Serves `fresh`, then buffered requests, while the budget and the output
     /// buffer allow. `fresh` is served in place when nothing is buffered before
-    /// it, and what it leaves is kept.
+    /// it, and what it leaves is kept. (One call of `Session::serve`, so that it
+    /// is inlined here; and this one is inlined in `drive`.)
+    #[inline(always)]
     fn serve(&mut self, cx: &Ctx<'_>, budget: &mut usize, fresh: &[u8]) -> Stop {
         if self.quit {
             return Stop::Finish { quit: true };
         }
-        if !fresh.is_empty() {
-            if self.rpos < self.rend {
-                self.keep(fresh);
-            } else {
-                let limit = self.wpos + OUTPUT_HIGH_WATER;
-                let served = self.session.serve(fresh, cx, &mut self.wbuf, budget, limit);
-                self.keep(&fresh[served.consumed..]);
-                self.note_finish(served.stop);
-                if served.stop != Stop::Watch || self.start_watch(cx, fresh) {
-                    return served.stop;
-                }
-                // A refused `watch`: serve on from what was kept.
-            }
+        let mut fresh = fresh;
+        if !fresh.is_empty() && self.rpos < self.rend {
+            self.keep(fresh);
+            fresh = &[];
         }
         loop {
             let start = self.rpos;
+            let in_place = !fresh.is_empty();
+            let input = if in_place {
+                fresh
+            } else {
+                &self.rbuf[self.rpos..self.rend]
+            };
             let served = self.session.serve(
-                &self.rbuf[self.rpos..self.rend],
+                input,
                 cx,
                 &mut self.wbuf,
                 budget,
                 self.wpos + OUTPUT_HIGH_WATER,
             );
-            self.rpos += served.consumed;
+            if in_place {
+                self.keep(&fresh[served.consumed..]);
+            } else {
+                self.rpos += served.consumed;
+            }
             self.note_finish(served.stop);
-            if served.stop == Stop::Watch && !self.start_watch_buffered(cx, start) {
-                continue;
+            if served.stop == Stop::Watch {
+                let stands = if in_place {
+                    self.start_watch(cx, fresh)
+                } else {
+                    self.start_watch_buffered(cx, start)
+                };
+                if !stands {
+                    // Refused: serve on from what is buffered.
+                    fresh = &[];
+                    continue;
+                }
             }
             return served.stop;
         }
