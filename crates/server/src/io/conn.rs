@@ -184,9 +184,18 @@ impl Conn {
         }
     }
 
-    /// `n` bytes arrived from the peer: counted, and the connection is not idle.
+    /// A driver that receives without asking (io_uring) received `n` bytes: counted
+    /// as read, and the connection is not idle, unless it is closing after `quit`
+    /// (a reading driver would not read them).
+    pub fn received(&self, cx: &Ctx<'_>, n: usize) {
+        if !self.quit {
+            self.note_read(cx, n);
+        }
+    }
+
+    /// `n` bytes were read from the peer: counted, and the connection is not idle.
     #[inline]
-    pub fn note_received(&self, cx: &Ctx<'_>, n: usize) {
+    fn note_read(&self, cx: &Ctx<'_>, n: usize) {
         cx.counters.bytes_read.add(n as u64);
         self.info
             .last_cmd
@@ -194,7 +203,7 @@ impl Conn {
     }
 
     /// Keeps received bytes to serve later (a watcher drops them: memcached ignores
-    /// what a watcher sends). The caller counted them ([`Conn::note_received`]).
+    /// what a watcher sends). The caller counted them ([`Conn::received`]).
     pub fn keep(&mut self, bytes: &[u8]) {
         if self.watcher.is_some() || self.quit || bytes.is_empty() {
             return;
@@ -344,7 +353,7 @@ impl Conn {
                     return Ok(true);
                 }
                 Ok(n) => {
-                    self.note_received(cx, n);
+                    self.note_read(cx, n);
                     self.rend += n;
                     // A short read drained the socket: the next readable event says
                     // when more arrives. This saves the extra read that would only

@@ -457,7 +457,7 @@ impl Loop<'_> {
                 if res > 0 {
                     if let Some(bid) = bid {
                         let len = res as usize;
-                        conn.note_received(cx, len);
+                        conn.received(cx, len);
                         if hold && s.held.is_none() {
                             s.held = Some((bid, len));
                             keep_buffer = true;
