@@ -28,7 +28,7 @@
 //!   main.rs       start-up steps, threads, signals
 //!   startup/      the command line, -u/-d/-P, password files, the acceptor thread
 //!   io/           the transport: sockets, connections, the epoll and io_uring loops,
-//!                 UDP, TLS, reply bytes
+//!                 UDP, TLS, reply bytes (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
 //!   admin/        stats and counters, watch, stats detail, slab classes, tunables
@@ -387,12 +387,11 @@ fn start_workers(
             server: Arc::clone(server),
             udp,
         };
-        handles.push(thread::Builder::new().name(format!("worker-{id}")).spawn(
-            move || match io {
-                IoKind::Uring => uring::run(w),
-                IoKind::Epoll => w.run(),
-            },
-        )?);
+        handles.push(
+            thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn(move || crate::io::run(w, io))?,
+        );
     }
     let _ = server.wakers.set(wakers);
     Ok(Workers {

@@ -1,10 +1,10 @@
 //! The request step: one transport-independent function from (a connection's
-//! protocol state, input bytes, context, output) to (bytes consumed, flow, need
-//! more). Every transport is a thin loop around it.
+//! protocol state, input bytes, context, output) to (bytes consumed, what follows).
+//! Every transport is a thin loop around it.
 //!
 //! ```text
-//!   conn.rs (TCP, unix, TLS; over worker.rs's epoll or uring.rs's io_uring)
-//!        │                      udp.rs (datagrams)
+//!   io/conn.rs (TCP, unix, TLS; fed by io/epoll.rs or io/uring/)
+//!        │                      io/udp.rs (datagrams)
 //!        │ Session::serve       │ Session::step
 //!        ▼                      ▼
 //!   request.rs  Session: protocol (negotiated), -Y auth, SASL, swallow, resume
@@ -14,10 +14,10 @@
 //! ```
 //!
 //! [`Session::step`] serves at most one request from the front of the input and says
-//! how many bytes it used and what follows ([`Flow`]), or that the input holds no
-//! complete request yet ([`Step::NeedMore`]). [`Session::serve`] runs steps while a
-//! budget (`-R`) and an output limit allow, and overlaps the cache misses of
-//! pipelined text requests by parsing ahead (see there). A transport decides only
+//! how many bytes it used and what follows ([`Done`]), or that the input holds no
+//! complete request yet (`None`). [`Session::serve`] runs steps while a budget
+//! (`-R`) and an output limit allow, says why it stopped ([`Stop`]), and overlaps
+//! the cache misses of pipelined text requests by parsing ahead (see there). A transport decides only
 //! what is its own: how bytes arrive and leave, and (for UDP) how replies are framed.
 //!
 //! What a connection carries between steps lives in [`Session`]: the protocol
@@ -40,38 +40,34 @@ use crate::startup::settings::{parse_config, Protocol, Settings};
 /// has no newline within this many bytes.
 const AUTH_LINE_MAX: usize = 2048;
 
-/// What one step did.
+/// What one step did, when it served anything (a step that returns `None` found
+/// no complete request and consumed nothing: a stream waits for more bytes, a
+/// datagram ends there): `consumed` bytes of the input are used up, any reply is
+/// in the output, and `flow` says what follows. `counted` is false when the step
+/// only discarded or completed bytes of a request already counted (they do not
+/// count against `-R`).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Step {
-    /// The input holds no complete request: nothing was consumed. A stream waits
-    /// for more bytes; a datagram ends here.
-    NeedMore,
-    /// `consumed` bytes of the input are used up, any reply is in the output, and
-    /// `flow` says what follows. `counted` is false when the step only discarded or
-    /// completed bytes of a request already counted (they do not count against
-    /// `-R`).
-    Done {
-        consumed: usize,
-        flow: Flow,
-        counted: bool,
-    },
+pub struct Done {
+    pub consumed: usize,
+    pub flow: Flow,
+    pub counted: bool,
 }
 
-/// Why [`Session::serve`] stopped.
+/// Why [`Session::serve`] stopped, named for what the transport does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
-    /// The rest of the input is not a complete request: read more.
-    NeedMore,
-    /// The budget is used up with requests still buffered.
-    Budget,
-    /// The output is over its limit (a multi-get may be suspended): send first.
-    OutputFull,
-    /// Send what is pending, then close; the rest of the input is dropped (`quit`).
-    Quit,
-    /// As `Quit`, after a request that cannot be served (`Flow::Hangup`).
-    Hangup,
-    /// A `watch` request ends the batch (it is consumed): the transport asks
-    /// [`Session::accept_watch`] whether it stands, and serves on if not.
+    /// Read more: the rest of the input is not a complete request.
+    Read,
+    /// Come back later: the budget is used up with requests still buffered.
+    Yield,
+    /// Send first: the output is over its limit (a multi-get may be suspended).
+    Send,
+    /// Send what is pending, then close; the rest of the input is dropped. `quit`:
+    /// the client asked (`quit`, `shutdown`; memcached logs a `normal` close); else
+    /// a request that cannot be served ([`Flow::Hangup`]).
+    Finish { quit: bool },
+    /// Ask [`Session::accept_watch`] whether the `watch` that ended the batch (it is
+    /// consumed) stands, and serve on if not.
     Watch,
     /// Close now, without sending anything more.
     Close,
@@ -167,25 +163,31 @@ impl Session {
     /// Serves at most one request from the front of `input`, appending its reply to
     /// `out`. A multi-get pauses between keys once `out` is longer than `out_limit`
     /// ([`Flow::Suspend`]: nothing is consumed; call again with the same input).
-    pub fn step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Out, out_limit: usize) -> Step {
+    pub fn step(
+        &mut self,
+        input: &[u8],
+        cx: &Ctx<'_>,
+        out: &mut Out,
+        out_limit: usize,
+    ) -> Option<Done> {
         if self.swallow > 0 {
             let n = self.skip(input);
             if n == 0 {
-                return Step::NeedMore;
+                return None;
             }
-            return Step::Done {
+            return Some(Done {
                 consumed: n,
                 flow: Flow::Next,
                 counted: false,
-            };
+            });
         }
         if input.is_empty() {
-            return Step::NeedMore;
+            return None;
         }
         match self.proto {
             Proto::Ascii => match text::parse(input, &self.cfg) {
                 Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
-                None => Step::NeedMore,
+                None => None,
             },
             Proto::Binary => self.binary_step(input, cx, out),
             Proto::AsciiAuth => self.auth_step(input, cx, out),
@@ -209,6 +211,11 @@ impl Session {
     /// `next1`/`next2` are those parsed requests, in order, starting where the
     /// current one ends; anything but [`Flow::Next`] drops them (they are parsed
     /// again, from the right place, on the next turn).
+    ///
+    /// Always inlined: into each driver's `Conn::drive`, the request path (called
+    /// from two of them, it was otherwise kept out of line: 100 instructions a
+    /// request on W1).
+    #[inline(always)]
     pub fn serve(
         &mut self,
         input: &[u8],
@@ -225,10 +232,10 @@ impl Session {
         let mut next2: Option<text::Parsed<'_>> = None;
         let stop = loop {
             if *budget == 0 {
-                break Stop::Budget;
+                break Stop::Yield;
             }
             if out.len() > out_limit {
-                break Stop::OutputFull;
+                break Stop::Send;
             }
             let rest = &input[pos..];
             let step = if self.proto == Proto::Ascii && self.swallow == 0 {
@@ -236,7 +243,7 @@ impl Session {
                     Some(p) => p,
                     None => match (!rest.is_empty()).then(|| text::parse(rest, &self.cfg)) {
                         Some(Some(p)) => p,
-                        _ => break Stop::NeedMore,
+                        _ => break Stop::Read,
                     },
                 };
                 next1 = next2.take();
@@ -263,10 +270,10 @@ impl Session {
                 let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
                 if !matches!(
                     step,
-                    Step::Done {
+                    Some(Done {
                         flow: Flow::Next,
                         ..
-                    }
+                    })
                 ) {
                     (next1, next2) = (None, None);
                 }
@@ -274,13 +281,13 @@ impl Session {
             } else {
                 self.step(rest, cx, out, out_limit)
             };
-            let Step::Done {
+            let Some(Done {
                 consumed,
                 flow,
                 counted,
-            } = step
+            }) = step
             else {
-                break Stop::NeedMore;
+                break Stop::Read;
             };
             if counted {
                 *budget -= 1;
@@ -288,14 +295,14 @@ impl Session {
             pos += consumed;
             match flow {
                 Flow::Next | Flow::Swallow(_) => {}
-                Flow::Suspend => break Stop::OutputFull,
+                Flow::Suspend => break Stop::Send,
                 Flow::Quit => {
                     pos = input.len();
-                    break Stop::Quit;
+                    break Stop::Finish { quit: true };
                 }
                 Flow::Hangup => {
                     pos = input.len();
-                    break Stop::Hangup;
+                    break Stop::Finish { quit: false };
                 }
                 Flow::Close => break Stop::Close,
                 Flow::Watch => {
@@ -320,7 +327,7 @@ impl Session {
         cx: &Ctx<'_>,
         out: &mut Out,
         out_limit: usize,
-    ) -> Step {
+    ) -> Option<Done> {
         let (consumed, flow) = match parsed {
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),
@@ -340,11 +347,11 @@ impl Session {
                 Action::Close => (available, Flow::Hangup),
             },
         };
-        Step::Done {
+        Some(Done {
             consumed,
             flow,
             counted: true,
-        }
+        })
     }
 
     /// After [`Stop::Watch`] (or a [`Flow::Watch`] from `step`): `watch`'s checks (see
@@ -369,16 +376,16 @@ impl Session {
     }
 
     /// One binary packet (`try_read_command_binary` and `dispatch_bin_command`).
-    fn binary_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Out) -> Step {
+    fn binary_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Out) -> Option<Done> {
         let (header, extras, key) = match bin::frame(input) {
-            Frame::NeedMore => return Step::NeedMore,
+            Frame::NeedMore => return None,
             // memcached closes at once, dropping replies not yet sent.
             Frame::BadMagic => {
-                return Step::Done {
+                return Some(Done {
                     consumed: input.len(),
                     flow: Flow::Close,
                     counted: false,
-                }
+                })
             }
             Frame::Packet(header, extras, key) => (header, extras, key),
         };
@@ -390,34 +397,32 @@ impl Session {
             Ok(r) => r,
             Err(Reject::Close(st)) => {
                 bin::error(out, &header, st);
-                return Step::Done {
+                return Some(Done {
                     consumed: input.len(),
                     flow: Flow::Hangup,
                     counted: true,
-                };
+                });
             }
             Err(Reject::Swallow(st, n)) => {
                 bin::error(out, &header, st);
                 self.swallow = n;
-                return Step::Done {
+                return Some(Done {
                     consumed: prefix,
                     flow: Flow::Swallow(n),
                     counted: true,
-                };
+                });
             }
         };
-        let Some(value) = input.get(prefix..prefix + value_len) else {
-            return Step::NeedMore;
-        };
+        let value = input.get(prefix..prefix + value_len)?;
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
         if let Flow::Swallow(n) = flow {
             self.swallow = n;
         }
-        Step::Done {
+        Some(Done {
             consumed: prefix + value_len,
             flow,
             counted: true,
-        }
+        })
     }
 
     /// memcached's `try_read_command_asciiauth` (`-Y`): before authentication only
@@ -425,24 +430,24 @@ impl Session {
     /// served; every other line answers `CLIENT_ERROR unauthenticated`. The `set`
     /// line and its token block are one request; a block that arrives later
     /// completes it without counting again.
-    fn auth_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Step {
+    fn auth_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Option<Done> {
         let mut used = 0;
         let counted = self.auth_pending.is_none();
         let need = match self.auth_pending {
             Some(n) => n,
             None => {
                 if input.len() < 2 {
-                    return Step::NeedMore;
+                    return None;
                 }
                 let Some(el) = input.iter().position(|&b| b == b'\n') else {
                     if input.len() > AUTH_LINE_MAX {
-                        return Step::Done {
+                        return Some(Done {
                             consumed: input.len(),
                             flow: Flow::Close,
                             counted: true,
-                        };
+                        });
                     }
-                    return Step::NeedMore;
+                    return None;
                 };
                 let tokens = auth_tokens(&input[..el]);
                 let size = (tokens.len() >= 5 && tokens[0] == b"set")
@@ -452,19 +457,19 @@ impl Session {
                 match size {
                     None => {
                         self.auth_reply(out, b"CLIENT_ERROR unauthenticated\r\n");
-                        return Step::Done {
+                        return Some(Done {
                             consumed: used,
                             flow: Flow::Next,
                             counted,
-                        };
+                        });
                     }
                     // Deliberate difference: memcached would buffer up to 4 GB.
                     Some(n) if n as usize > cx.server.settings.item_size_max => {
-                        return Step::Done {
+                        return Some(Done {
                             consumed: used,
                             flow: Flow::Close,
                             counted,
-                        };
+                        });
                     }
                     Some(n) => {
                         self.auth_pending = Some(n as usize + 2);
@@ -476,21 +481,21 @@ impl Session {
         let Some(block) = input.get(used..used + need) else {
             // The line is served; its block completes it later.
             return if used > 0 {
-                Step::Done {
+                Some(Done {
                     consumed: used,
                     flow: Flow::Next,
                     counted,
-                }
+                })
             } else {
-                Step::NeedMore
+                None
             };
         };
         self.auth_pending = None;
-        let done = Step::Done {
+        let done = Some(Done {
             consumed: used + need,
             flow: Flow::Next,
             counted,
-        };
+        });
         let Some(payload) = block.strip_suffix(b"\r\n") else {
             self.auth_reply(out, b"CLIENT_ERROR bad command line termination\r\n");
             return done;

@@ -1,28 +1,35 @@
-//! One client connection over a stream (TCP or unix): its buffers and the read →
-//! serve → write cycle. The requests themselves are the request step's
-//! ([`crate::request`]); this file only moves bytes.
+//! One client connection's core: its buffers and the serve cycle, on bytes. It
+//! knows no socket: a driver hands it input and a [`Wire`] that moves its output
+//! (a socket, [`crate::io::net::Stream`]; or an io_uring send,
+//! [`crate::io::uring`]'s `Ring`). The requests themselves are the request step's
+//! ([`crate::request`]).
 //!
 //! ```text
-//!   socket ──read──► rbuf[rpos..rend] ──Session::serve──► wbuf ──write (one)──► socket
-//!                                                          (Out: bytes + lent values;
-//!                                                           writev when it holds leases)
+//!   fresh bytes (a ring's receive buffer) ─┐   (served in place when nothing is
+//!   Wire::read ──► rbuf[rpos..rend] ───────┴─► Session::serve   buffered before them)
+//!                                                   │
+//!                                                 wbuf (Out: bytes + lent values)
+//!                                                   │ Wire::send (one write, or
+//!                                                   ▼ one writev/SENDMSG with leases)
 //! ```
 //!
-//! A connection that sent `watch` becomes a log stream instead ([`Conn::drive_watch`]).
+//! A connection that sent `watch` becomes a log stream instead ([`Conn::drive`]'s
+//! watch branch).
 //!
 //! Every request already buffered is served in one batch and all their replies are
-//! written with a single `write`: one send per batch, not per request. Memory per
-//! connection is bounded: the read buffer holds at most one request (a value is at
-//! most `-I`, a get line at most [`crate::startup::settings::MAX_GET_LINE`]), and while more
-//! than [`OUTPUT_HIGH_WATER`] bytes of replies are unsent the connection neither
-//! serves nor reads, so a client that never reads its replies cannot grow the server.
+//! handed to the wire at once: one send per batch, not per request. Memory per
+//! connection is bounded: the read buffer holds at most one request beyond what
+//! can be served (a value is at most `-I`, a get line at most
+//! [`crate::startup::settings::MAX_GET_LINE`]), and while more than
+//! [`OUTPUT_HIGH_WATER`] bytes of replies are unsent the connection neither serves
+//! nor reads, so a client that never reads its replies cannot grow the server (a
+//! driver that receives without asking stops once [`Conn::backlog`] passes its
+//! limit).
 //!
-//! Large values may be lent by the store instead of copied ([`crate::io::out`]): on a
-//! plain TCP or unix stream, values of at least `-o value_lend_min` bytes; the
-//! output is then sent with one `writev` of up to `IOV_MAX` pieces per call, and a
-//! lease is released once the kernel took its last byte. Lent bytes count as unsent
-//! output, so a client that never reads holds at most about [`OUTPUT_HIGH_WATER`]
-//! of leases. TLS streams always copy (the TLS layer encrypts from a buffer).
+//! Large values may be lent by the store instead of copied ([`crate::io::out`]):
+//! values of at least `-o value_lend_min` bytes, unless the driver says 0 (TLS: the
+//! TLS layer encrypts from a buffer). Lent bytes count as unsent output, so a client
+//! that never reads holds at most about [`OUTPUT_HIGH_WATER`] of leases.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -32,7 +39,6 @@ use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
 use crate::admin::watch::Watcher;
 use crate::exec::Ctx;
-use crate::io::net::Stream;
 use crate::io::out::Out;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
@@ -40,14 +46,14 @@ use crate::server::ConnInfo;
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Buffers larger than this are released when they empty.
-const KEEP_BUFFER_BYTES: usize = 256 * 1024;
+pub const KEEP_BUFFER_BYTES: usize = 256 * 1024;
 /// Unsent reply bytes above which a connection stops reading and serving.
 pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
-/// What the worker should do with a connection after driving it.
+/// What the driver does with a connection after driving it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next {
-    /// Wait for the socket to become readable or writable.
+    /// Wait for input, or for room to send.
     Wait,
     /// As `Wait`, and the connection has just become a `watch` stream: drive it
     /// whenever the worker's waker fires (the watch hub wakes it for new lines).
@@ -58,18 +64,33 @@ pub enum Next {
     Close,
 }
 
+/// How a connection's bytes reach and leave the peer: what a driver lends
+/// [`Conn::drive`]. Reads are asked for; a driver that receives without asking
+/// (io_uring) hands its bytes to `drive` as `fresh` and reports through `read`
+/// only the end of its input.
+pub trait Wire {
+    /// Reads once: Ok(0) at EOF, `WouldBlock` when nothing is there.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Sends `out` from stream position `*wpos` on, as far as the wire takes it
+    /// now (a full socket is not an error), moves `*wpos` on (or takes the whole
+    /// buffer, leaving `out` empty), and counts what it took in `bytes_written`.
+    fn send(&mut self, out: &mut Out, wpos: &mut usize, cx: &Ctx<'_>) -> io::Result<()>;
+    /// Whether the wire holds output the peer has not taken yet (TLS records, a
+    /// ring's send under way).
+    fn holds_output(&self) -> bool;
+}
+
 pub struct Conn {
-    stream: Stream,
     pub info: Arc<ConnInfo>,
     /// `rbuf[rpos..rend]` is received and not yet consumed; `rbuf.len()` is capacity.
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
-    /// The output from stream position `wpos` on is not yet sent (lent values
-    /// included: positions count them).
+    /// The output from stream position `wpos` on is not yet handed to the wire
+    /// (lent values included: positions count them).
     wbuf: Out,
     wpos: usize,
-    /// The socket may have unread bytes (a readable event came and no short read or
+    /// The wire may have unread bytes (a readable event came and no short read or
     /// `WouldBlock` has been seen since).
     may_read: bool,
     /// The peer closed its side; serve what is buffered, then close.
@@ -80,25 +101,22 @@ pub struct Conn {
     read_closed: bool,
     /// `quit`: close once the pending output is written.
     quit: bool,
+    /// The last drive stopped with complete requests maybe left unserved (output
+    /// over the limit, or the `-R` budget used): see [`Conn::backlog`].
+    held: bool,
     /// The request state: protocol, authentication, a refused value being
     /// discarded, a suspended multi-get.
     session: Session,
-    /// `watch`: the connection is a log stream (see [`Conn::drive_watch`]).
+    /// `watch`: the connection is a log stream.
     watcher: Option<Watcher>,
     /// Why it closes, should it close now (`watch connevents`' `reason`).
     close_reason: CloseReason,
 }
 
 impl Conn {
-    /// A connection whose output lends values of at least `lend_min` bytes (0: never;
-    /// a TLS stream never lends).
-    pub fn new(stream: Stream, info: Arc<ConnInfo>, session: Session, lend_min: usize) -> Self {
-        let lend_min = match stream {
-            Stream::Tls(_) => 0,
-            _ => lend_min,
-        };
+    /// A connection whose output lends values of at least `lend_min` bytes (0: never).
+    pub fn new(info: Arc<ConnInfo>, session: Session, lend_min: usize) -> Self {
         Conn {
-            stream,
             info,
             rbuf: Vec::new(),
             rpos: 0,
@@ -109,6 +127,7 @@ impl Conn {
             eof: false,
             read_closed: false,
             quit: false,
+            held: false,
             session,
             watcher: None,
             close_reason: CloseReason::Error,
@@ -127,10 +146,6 @@ impl Conn {
         self.close_reason
     }
 
-    pub fn stream(&mut self) -> &mut Stream {
-        &mut self.stream
-    }
-
     /// What a readiness event says of the socket: closed for reading (or failed),
     /// or readable.
     pub fn note_event(&mut self, ev: &mio::event::Event) {
@@ -145,27 +160,79 @@ impl Conn {
         self.may_read = true;
     }
 
-    /// The peer closed its side (the event's read-closed flag): keep reading to the
-    /// EOF.
+    /// The peer closed its side (or the wire failed): keep reading to the EOF.
     pub fn set_read_closed(&mut self) {
         self.may_read = true;
         self.read_closed = true;
     }
 
-    /// Replies not yet sent, or (TLS) records the stream holds for the socket.
-    pub fn has_output(&self) -> bool {
-        self.wpos < self.wbuf.len() || self.stream.has_pending_output()
+    /// Replies not yet sent: unhanded, or held by the wire.
+    pub fn has_output(&self, wire: &impl Wire) -> bool {
+        self.wpos < self.wbuf.len() || wire.holds_output()
     }
 
-    /// Runs the connection as far as it can go without blocking.
-    pub fn drive(&mut self, cx: &Ctx<'_>, reqs_per_event: usize) -> Next {
+    /// Received bytes held back while the connection does not serve them (its
+    /// output is over the limit, or it used its `-R` budget): a driver that
+    /// receives without asking stops receiving past its limit, as a reading driver
+    /// does not read then. (Otherwise what is buffered is at most one incomplete
+    /// request, which must be let complete.)
+    pub fn backlog(&self) -> usize {
+        if self.held {
+            self.rend - self.rpos
+        } else {
+            0
+        }
+    }
+
+    /// A driver that receives without asking (io_uring) received `n` bytes: counted
+    /// as read, and the connection is not idle, unless it is closing after `quit`
+    /// (a reading driver would not read them).
+    pub fn received(&self, cx: &Ctx<'_>, n: usize) {
+        if !self.quit {
+            self.note_read(cx, n);
+        }
+    }
+
+    /// `n` bytes were read from the peer: counted, and the connection is not idle.
+    #[inline]
+    fn note_read(&self, cx: &Ctx<'_>, n: usize) {
+        cx.counters.bytes_read.add(n as u64);
+        self.info
+            .last_cmd
+            .store(cx.engine.clock().now(), Ordering::Relaxed);
+    }
+
+    /// Keeps received bytes to serve later (a watcher drops them: memcached ignores
+    /// what a watcher sends). The caller counted them ([`Conn::received`]).
+    pub fn keep(&mut self, bytes: &[u8]) {
+        if self.watcher.is_some() || self.quit || bytes.is_empty() {
+            return;
+        }
+        self.make_room(bytes.len());
+        self.rbuf[self.rend..self.rend + bytes.len()].copy_from_slice(bytes);
+        self.rend += bytes.len();
+    }
+
+    /// Runs the connection as far as it can go without blocking: serves `fresh`
+    /// (bytes the driver received and the connection has not seen; in place when
+    /// nothing is buffered before them) and what is buffered, hands the replies to
+    /// `wire`, and reads from it while it has bytes.
+    pub fn drive<W: Wire>(
+        &mut self,
+        wire: &mut W,
+        fresh: &[u8],
+        cx: &Ctx<'_>,
+        reqs_per_event: usize,
+    ) -> Next {
         cx.fd.set(self.info.fd);
         if self.watcher.is_some() {
-            return self.drive_watch(cx);
+            return self.drive_watch(wire, cx);
         }
         let mut budget = reqs_per_event;
+        let mut fresh = fresh;
+        self.held = false;
         loop {
-            let stop = self.serve(cx, &mut budget);
+            let stop = self.serve(cx, &mut budget, std::mem::take(&mut fresh));
             if stop == Stop::Close {
                 if cx.server.shutting_down() {
                     self.close_reason = CloseReason::Shutdown;
@@ -173,29 +240,33 @@ impl Conn {
                 return Next::Close;
             }
             if stop == Stop::Watch {
-                return match self.drive_watch(cx) {
+                return match self.drive_watch(wire, cx) {
                     Next::Wait => Next::Watching,
                     next => next,
                 };
             }
-            if self.has_output() {
-                match self.flush(cx) {
+            if self.has_output(wire) {
+                match self.flush(wire, cx) {
                     Err(_) => return Next::Close,
-                    Ok(()) if self.unsent() > OUTPUT_HIGH_WATER => return Next::Wait,
+                    Ok(()) if self.unsent() > OUTPUT_HIGH_WATER => {
+                        self.held = true;
+                        return Next::Wait;
+                    }
                     Ok(()) => {}
                 }
             }
             if self.quit {
-                return if self.has_output() {
+                return if self.has_output(wire) {
                     Next::Wait
                 } else {
                     Next::Close
                 };
             }
             if budget == 0 {
+                self.held = true;
                 return Next::Yield;
             }
-            if stop == Stop::OutputFull {
+            if stop == Stop::Send {
                 // The output drained below the limit: serve what is buffered (a
                 // suspended multi-get, the rest of a pipeline) before waiting for
                 // more input, which may never come.
@@ -203,7 +274,7 @@ impl Conn {
             }
             if self.eof {
                 // Everything complete has been served; what is left can never complete.
-                return if self.has_output() {
+                return if self.has_output(wire) {
                     Next::Wait
                 } else {
                     Next::Close
@@ -212,7 +283,7 @@ impl Conn {
             if !self.may_read {
                 return Next::Wait;
             }
-            match self.fill(cx) {
+            match self.fill(wire, cx) {
                 Ok(true) => {}
                 Ok(false) => return Next::Wait,
                 Err(_) => return Next::Close,
@@ -220,13 +291,37 @@ impl Conn {
         }
     }
 
-    /// Reply bytes not yet sent.
+    /// Reply bytes not yet handed to the wire.
     fn unsent(&self) -> usize {
         self.wbuf.len() - self.wpos
     }
 
+    /// Makes room for `n` more bytes at `rbuf[rend..]`: back to the start when all
+    /// was consumed (releasing a grown buffer), else moving the unconsumed bytes
+    /// down, and growing (at least doubling) only if that is not enough.
+    fn make_room(&mut self, n: usize) {
+        if self.rpos == self.rend {
+            self.rpos = 0;
+            self.rend = 0;
+            if self.rbuf.len() > KEEP_BUFFER_BYTES {
+                self.rbuf = Vec::new();
+            }
+        }
+        if self.rbuf.len() - self.rend < n && self.rpos > 0 {
+            self.rbuf.copy_within(self.rpos..self.rend, 0);
+            self.rend -= self.rpos;
+            self.rpos = 0;
+        }
+        if self.rbuf.len() - self.rend < n {
+            let grown = (self.rbuf.len() * 2)
+                .max(self.rend + n)
+                .max(READ_BUFFER_BYTES);
+            self.rbuf.resize(grown, 0);
+        }
+    }
+
     /// Reads once. Returns whether bytes (or EOF) arrived.
-    fn fill(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
+    fn fill(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> io::Result<bool> {
         if self.rpos == self.rend {
             self.rpos = 0;
             self.rend = 0;
@@ -250,7 +345,7 @@ impl Conn {
         }
         let space = self.rbuf.len() - self.rend;
         loop {
-            match self.stream.read(&mut self.rbuf[self.rend..]) {
+            match wire.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => {
                     self.eof = true;
                     self.may_read = false;
@@ -258,7 +353,7 @@ impl Conn {
                     return Ok(true);
                 }
                 Ok(n) => {
-                    cx.counters.bytes_read.add(n as u64);
+                    self.note_read(cx, n);
                     self.rend += n;
                     // A short read drained the socket: the next readable event says
                     // when more arrives. This saves the extra read that would only
@@ -267,9 +362,6 @@ impl Conn {
                     if n < space && !self.read_closed {
                         self.may_read = false;
                     }
-                    self.info
-                        .last_cmd
-                        .store(cx.engine.clock().now(), Ordering::Relaxed);
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -282,91 +374,97 @@ impl Conn {
         }
     }
 
-    /// Writes pending output once (more if the kernel takes it all and more is left).
-    /// Over io_uring it hands the output to the ring's send, by swapping buffers
-    /// when no send is under way (the worker submits it at the end of its turn).
-    fn flush(&mut self, cx: &Ctx<'_>) -> io::Result<()> {
-        if let Stream::Ring(r) = &mut self.stream {
-            if self.wpos == 0 {
-                let n = self.wbuf.len();
-                if r.give(&mut self.wbuf)? {
-                    cx.counters.bytes_written.add(n as u64);
-                }
-                return Ok(());
-            }
-        }
-        while self.wpos < self.wbuf.len() {
-            let wrote = match self.wbuf.owned_from(self.wpos) {
-                Some(bytes) => self.stream.write(bytes),
-                None => {
-                    let mut slices = Vec::new();
-                    self.wbuf.io_slices(self.wpos, &mut slices);
-                    self.stream.write_vectored(&slices)
-                }
-            };
-            match wrote {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    cx.counters.bytes_written.add(n as u64);
-                    self.wpos += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        self.stream.flush()?;
-        if self.wpos == self.wbuf.len() {
-            self.wpos = 0;
-            self.wbuf.clear();
-            self.wbuf.free_buffer_over(KEEP_BUFFER_BYTES);
-        } else {
-            self.wbuf.release_sent(self.wpos);
-        }
-        Ok(())
+    /// Hands pending output to the wire.
+    #[inline]
+    fn flush(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> io::Result<()> {
+        wire.send(&mut self.wbuf, &mut self.wpos, cx)
     }
 
     /// Flushes for shutdown. Returns whether everything was sent.
-    pub fn flush_for_shutdown(&mut self, cx: &Ctx<'_>) -> bool {
-        self.flush(cx).is_ok_and(|()| !self.has_output())
+    pub fn flush_for_shutdown(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> bool {
+        self.flush(wire, cx).is_ok_and(|()| !self.has_output(wire))
     }
 
-    /// Serves buffered requests while the budget and the output buffer allow.
-    fn serve(&mut self, cx: &Ctx<'_>, budget: &mut usize) -> Stop {
+    /// Serves `fresh`, then buffered requests, while the budget and the output
+    /// buffer allow. `fresh` is served in place when nothing is buffered before
+    /// it, and what it leaves is kept. (One call of `Session::serve`, so that it
+    /// is inlined here; and this one is inlined in `drive`.)
+    #[inline(always)]
+    fn serve(&mut self, cx: &Ctx<'_>, budget: &mut usize, fresh: &[u8]) -> Stop {
         if self.quit {
-            return Stop::Quit;
+            return Stop::Finish { quit: true };
+        }
+        let mut fresh = fresh;
+        if !fresh.is_empty() && self.rpos < self.rend {
+            self.keep(fresh);
+            fresh = &[];
         }
         loop {
             let start = self.rpos;
+            let in_place = !fresh.is_empty();
+            let input = if in_place {
+                fresh
+            } else {
+                &self.rbuf[self.rpos..self.rend]
+            };
             let served = self.session.serve(
-                &self.rbuf[self.rpos..self.rend],
+                input,
                 cx,
                 &mut self.wbuf,
                 budget,
                 self.wpos + OUTPUT_HIGH_WATER,
             );
-            self.rpos += served.consumed;
-            match served.stop {
-                Stop::Quit => {
-                    self.quit = true;
-                    self.close_reason = CloseReason::Normal;
+            if in_place {
+                self.keep(&fresh[served.consumed..]);
+            } else {
+                self.rpos += served.consumed;
+            }
+            self.note_finish(served.stop);
+            if served.stop == Stop::Watch {
+                let stands = if in_place {
+                    self.start_watch(cx, fresh)
+                } else {
+                    self.start_watch_buffered(cx, start)
+                };
+                if !stands {
+                    // Refused: serve on from what is buffered.
+                    fresh = &[];
+                    continue;
                 }
-                Stop::Hangup => self.quit = true,
-                Stop::Watch if !self.start_watch(cx, start) => continue,
-                _ => {}
             }
             return served.stop;
         }
     }
 
-    /// After [`Stop::Watch`] (the batch began at `start`): turns the connection into
-    /// a log stream if the `watch` stands; false (with memcached's reply queued, and
-    /// the connection serving on) when it does not. (The watch paths are kept out of
-    /// line, off the request path.)
+    /// [`Stop::Finish`]: close once the output is sent (`quit`: as memcached's
+    /// `normal` close).
+    #[inline]
+    fn note_finish(&mut self, stop: Stop) {
+        if let Stop::Finish { quit } = stop {
+            self.quit = true;
+            if quit {
+                self.close_reason = CloseReason::Normal;
+            }
+        }
+    }
+
+    /// [`Conn::start_watch`] for a batch served from the read buffer from `start`.
     #[cold]
     #[inline(never)]
-    fn start_watch(&mut self, cx: &Ctx<'_>, start: usize) -> bool {
-        let input = &self.rbuf[start..self.rend];
+    fn start_watch_buffered(&mut self, cx: &Ctx<'_>, start: usize) -> bool {
+        let input = std::mem::take(&mut self.rbuf);
+        let ok = self.start_watch(cx, &input[start..self.rend]);
+        self.rbuf = input;
+        ok
+    }
+
+    /// After [`Stop::Watch`] (`input` is that batch's input): turns the connection
+    /// into a log stream if the `watch` stands; false (with memcached's reply
+    /// queued, and the connection serving on) when it does not. (The watch paths
+    /// are kept out of line, off the request path.)
+    #[cold]
+    #[inline(never)]
+    fn start_watch(&mut self, cx: &Ctx<'_>, input: &[u8]) -> bool {
         let Some(events) = self.session.accept_watch(input, cx, &mut self.wbuf) else {
             return false;
         };
@@ -384,14 +482,14 @@ impl Conn {
         true
     }
 
-    /// A `watch` stream: moves the log lines waiting for it to the socket (taking more
+    /// A `watch` stream: moves the log lines waiting for it to the wire (taking more
     /// only while less than [`OUTPUT_HIGH_WATER`] is unsent, so a watcher that does
     /// not read falls behind in the hub instead of growing here), and reads only to
     /// notice the client closing: memcached ignores what a watcher sends. The hub
     /// wakes the worker when lines arrive; a writable socket brings it back too.
     #[cold]
     #[inline(never)]
-    fn drive_watch(&mut self, cx: &Ctx<'_>) -> Next {
+    fn drive_watch(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> Next {
         loop {
             let mut progress = false;
             if self.unsent() < OUTPUT_HIGH_WATER {
@@ -399,9 +497,9 @@ impl Conn {
                     progress |= w.drain_into(&mut self.wbuf);
                 }
             }
-            if self.has_output() {
+            if self.has_output(wire) {
                 let unsent = self.unsent();
-                if self.flush(cx).is_err() {
+                if self.flush(wire, cx).is_err() {
                     return Next::Close;
                 }
                 // Room was made: there may be more to take. (Stopping here would wait
@@ -410,7 +508,7 @@ impl Conn {
                 progress |= self.unsent() < unsent;
             }
             if self.may_read {
-                match self.discard_input(cx) {
+                match self.discard_input(wire, cx) {
                     Ok(read) => progress |= read,
                     // memcached closes a watcher as `error`, whatever ended it.
                     Err(_) => {
@@ -427,10 +525,10 @@ impl Conn {
 
     /// Reads and drops what a watcher sent: Ok(true) when bytes came, an error at
     /// EOF. (Not `fill`, to keep that inlined in the request path.)
-    fn discard_input(&mut self, cx: &Ctx<'_>) -> io::Result<bool> {
+    fn discard_input(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> io::Result<bool> {
         let mut buf = [0u8; 4096];
         loop {
-            match self.stream.read(&mut buf) {
+            match wire.read(&mut buf) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     cx.counters.bytes_read.add(n as u64);

@@ -1,6 +1,7 @@
 //! Sockets: the makers of every listening socket (TCP and unix listeners, UDP
-//! sockets) from `-l`/`-p`/`-s`/`-U`, and the stream type a connection reads and
-//! writes (plain, or TLS from [`crate::io::tls`]). Nothing here knows about requests.
+//! sockets) from `-l`/`-p`/`-s`/`-U`, and the stream a connection reads and writes
+//! through readiness (plain, or TLS from [`crate::io::tls`]; `stream.rs` makes it a
+//! connection's wire). Nothing here knows about requests.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -9,7 +10,6 @@ use std::os::fd::AsRawFd;
 use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
-use crate::io::ringio::RingIo;
 use crate::io::tls::TlsStream;
 use crate::startup::settings::{Settings, NOTLS_PREFIX};
 
@@ -17,15 +17,13 @@ use crate::startup::settings::{Settings, NOTLS_PREFIX};
 /// the kernel grants; Linux caps it at net.core.wmem_max).
 const SEND_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// A TCP, unix or TLS-over-TCP stream, or a TCP or unix stream whose bytes an
-/// io_uring moves ([`RingIo`]). `read` and `write` move plaintext; a TLS
+/// A TCP, unix or TLS-over-TCP stream. `read` and `write` move plaintext; a TLS
 /// stream may also hold encrypted output the socket has not taken yet
 /// ([`Stream::has_pending_output`], sent by [`Stream::flush`]).
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
     Tls(Box<TlsStream>),
-    Ring(Box<RingIo>),
 }
 
 impl Stream {
@@ -36,7 +34,6 @@ impl Stream {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
             Stream::Tls(s) => s.read(buf),
-            Stream::Ring(s) => s.read(buf),
         }
     }
 
@@ -48,18 +45,17 @@ impl Stream {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
             Stream::Tls(s) => s.write(buf),
-            Stream::Ring(s) => s.write(buf),
         }
     }
 
     /// Writes the slices in order, as far as the socket takes them (one `writev` on a
-    /// plain stream; TLS and ring streams take the first slice only: their
-    /// connections never lend, see `out.rs`).
+    /// plain stream; TLS takes the first slice only: its connections never lend,
+    /// see `out.rs`).
     pub fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write_vectored(bufs),
             Stream::Unix(s) => s.write_vectored(bufs),
-            Stream::Tls(_) | Stream::Ring(_) => match bufs.first() {
+            Stream::Tls(_) => match bufs.first() {
                 Some(b) => self.write(b),
                 None => Ok(0),
             },
@@ -71,7 +67,7 @@ impl Stream {
     pub fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tls(s) => s.flush(),
-            Stream::Tcp(_) | Stream::Unix(_) | Stream::Ring(_) => Ok(()),
+            Stream::Tcp(_) | Stream::Unix(_) => Ok(()),
         }
     }
 
@@ -79,9 +75,13 @@ impl Stream {
     pub fn has_pending_output(&self) -> bool {
         match self {
             Stream::Tls(s) => s.has_pending_output(),
-            Stream::Ring(s) => s.has_pending_output(),
             Stream::Tcp(_) | Stream::Unix(_) => false,
         }
+    }
+
+    /// Whether the stream is TLS (whose connections never lend values).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
     }
 
     pub fn source(&mut self) -> &mut dyn mio::event::Source {
@@ -89,7 +89,6 @@ impl Stream {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
             Stream::Tls(s) => s.tcp_mut(),
-            Stream::Ring(s) => s.source(),
         }
     }
 
@@ -98,7 +97,6 @@ impl Stream {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp().as_raw_fd(),
-            Stream::Ring(s) => s.fd(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A connection's reply output ([`Out`]): owned bytes, and large values lent by the
 //! store ([`memcrab_store::Lease`]) in their place in the byte stream instead of
 //! copied, so that the socket (writev, io_uring's sendmsg) reads them from segment
-//! memory (issue 13 part 2).
+//! memory.
 //!
 //! ```text
 //!   buf:    [VALUE k1 0 9000\r\n]      [\r\nVALUE k2 0 9000\r\n]      [\r\nEND\r\n]

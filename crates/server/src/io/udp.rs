@@ -72,7 +72,7 @@ use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 
 use crate::exec::{Ctx, Flow};
 use crate::io::out::Out;
-use crate::request::{Session, Step};
+use crate::request::{Done, Session};
 use crate::server::{ConnInfo, Server};
 use crate::startup::settings::parse_config;
 
@@ -379,7 +379,7 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Out, tx: &mut Tx<'_>) 
             continue;
         }
         out.clear();
-        let Step::Done { consumed, flow, .. } = session.step(input, cx, out, usize::MAX) else {
+        let Some(Done { consumed, flow, .. }) = session.step(input, cx, out, usize::MAX) else {
             // The rest of the request would have to come in another datagram.
             tx.incomplete();
             return;
@@ -458,7 +458,7 @@ fn serve_get(
     loop {
         out.clear();
         // With a limit of 0 the executor pauses after every key that produced output.
-        let Step::Done { consumed, flow, .. } = session.step(input, cx, out, 0) else {
+        let Some(Done { consumed, flow, .. }) = session.step(input, cx, out, 0) else {
             tx.incomplete();
             return None;
         };

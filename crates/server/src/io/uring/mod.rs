@@ -1,14 +1,19 @@
-//! A worker on io_uring (`-o io=uring`): the same connections, the same
-//! [`Conn::drive`] and request step as the epoll worker ([`crate::io::worker`]), but the
-//! bytes move through one ring per worker.
+//! The io_uring driver (`-o io=uring`, the default): the same connections and the
+//! same [`Conn::drive`] as the epoll driver (`io/epoll.rs`), but the bytes move
+//! through one ring per worker.
 //!
 //! ```text
 //!   acceptor ─(channel + waker)─► worker ── one io_uring_enter per turn ──┐
-//!     per connection: multishot RECV (provided buffer ring) ─► RingIo inbox
-//!                     Conn::drive ─► RingIo out ─► SEND (all of a turn's, together)
+//!     per connection: multishot RECV (provided buffer ring, bufring.rs)
+//!                     ─► Conn::drive(fresh = the buffer) ─► Ring's out (ring.rs)
+//!                     ─► SEND (all of a turn's, together)
 //!     the worker's mio Poll (waker, UDP sockets, TLS connections): its epoll fd is
 //!     one multishot POLL_ADD on the ring; when it fires, poll it without waiting
 //! ```
+//!
+//! Files: `mod.rs` the loop and the slots; `ring.rs` a connection's wire (its
+//! send, its receive's state); `bufring.rs` the ring's set-up and its provided
+//! buffers.
 //!
 //! Connections still come from the acceptor thread (listen.rs) rather than a
 //! multishot accept: it enforces `-c`, registers `stats conns`, wraps TLS, and
@@ -16,8 +21,18 @@
 //! shared listener would do as fairly. A plain TCP or unix connection gets a slot
 //! in the ring's registered file table; its receive stays armed (multishot) and
 //! its replies go out as one SEND per turn. TLS connections (`-Z`) are served by
-//! readiness through the worker's nested epoll, as in the epoll worker, since
-//! rustls needs synchronous reads and writes. UDP sockets likewise.
+//! readiness through the worker's nested epoll, through their [`Stream`], as the
+//! epoll driver serves them, since rustls needs synchronous reads and writes. UDP
+//! sockets likewise.
+//!
+//! A received buffer is held until the connection is driven later in the same turn
+//! (so that all of a turn's input is served before its replies are sent, as one
+//! send), and the connection serves the requests that lie whole in it in place:
+//! no copy. Only what a buffer leaves (part of a request), or a second buffer for
+//! the same connection in one turn, is copied into the connection's read buffer.
+//! (Against the earlier copy of every byte into an inbox and again into the read
+//! buffer: two `memcpy` calls a request fewer on W1–W4, and on W1 345 → 279 bytes
+//! copied a request, on W3 2517 → 1992, counted by an LD_PRELOAD `memcpy` counter.)
 //!
 //! Lifetimes: a SEND points into the connection's `out` buffer, and the provided
 //! buffers are the ring's. A connection that closes with a SEND under way parks its
@@ -25,61 +40,45 @@
 //! operation submitted for it (receive, send, file table update) has completed.
 //!
 //! A ring that fails at run time (`io_uring_enter` or a submit returning an error
-//! other than a retry) is not fatal to the server: the worker logs it, closes the
-//! connections it served on the ring (what a send in flight had sent is unknown,
-//! so none can go on), keeps memory the kernel may still write or read (the
-//! provided buffers, sends in flight) out of reuse by leaking it, and goes on as
-//! an epoll worker ([`Worker::run`]) for the connections the acceptor hands it
-//! next. The environment variable `MEMCRAB_TEST_RING_FAIL_AFTER=N` makes the
-//! N+1th `io_uring_enter` of every worker fail with EIO, so that tests can drive
-//! this path; nothing else reads it.
+//! other than a retry) is not fatal to the server: the driver logs it, closes the
+//! connections it served (what a send in flight had sent is unknown, so none can
+//! go on), keeps memory the kernel may still write or read (the provided buffers,
+//! sends in flight) out of reuse by leaking it, and hands the worker back to its
+//! caller, which runs the epoll driver for the connections the acceptor hands it
+//! next (`io/mod.rs`). The environment variable `MEMCRAB_TEST_RING_FAIL_AFTER=N`
+//! makes the N+1th `io_uring_enter` of every worker fail with EIO, so that tests
+//! can drive this path; nothing else reads it.
+
+mod bufring;
+mod ring;
 
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use memcrab_proto::text::watch::CloseReason;
-use mio::{Events, Interest, Token};
+use mio::Events;
+
+pub use bufring::probe;
+use bufring::{BufRing, BGID};
+use ring::{Op, Plain, Ring, VecSend};
 
 use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
 use crate::io::handoff::WAKE;
 use crate::io::net::Stream;
 use crate::io::out::Out;
-use crate::io::ringio::{Plain, RingIo, VecSend};
-use crate::io::worker::{self, Worker, UDP_TOKENS};
-use crate::request::Session;
-
-/// Submission queue entries; the completion queue is four times as long.
-const SQ_ENTRIES: u32 = 1024;
-/// Provided receive buffers per worker, and their size: at most 1 MiB per worker,
-/// of which small requests touch one page per buffer.
-const BUFFERS: u16 = 128;
-const BUFFER_BYTES: usize = 8 * 1024;
-/// The provided buffer group's id.
-const BGID: u16 = 0;
-/// Registered file table slots asked for (fewer where `RLIMIT_NOFILE` is lower);
-/// connections in slots past it use their plain descriptor.
-const FIXED_FILES_MAX: u32 = 16 * 1024;
-/// How long shutdown waits for replies in flight to drain (as the epoll worker).
-const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
-
-/// What a completion is for: the low 8 bits of its user data.
-const OP_RECV: u64 = 1;
-const OP_SEND: u64 = 2;
-const OP_CANCEL: u64 = 3;
-const OP_FILES: u64 = 4;
-const OP_EPOLL: u64 = 5;
+use crate::io::udp::Port;
+use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
 
 /// What a file table update that empties a slot reads (the kernel reads it when
 /// the SQE is issued; a static outlives that).
 static CLOSED_FD: [RawFd; 1] = [-1];
 
-fn user_data(op: u64, slot: usize, gen: u32) -> u64 {
-    (u64::from(gen) << 32) | ((slot as u64 & 0xff_ffff) << 8) | op
+fn user_data(op: Op, slot: usize, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | ((slot as u64 & 0xff_ffff) << 8) | op as u64
 }
 
 fn unpack(ud: u64) -> (u64, usize, u32) {
@@ -90,153 +89,42 @@ fn unpack(ud: u64) -> (u64, usize, u32) {
     )
 }
 
-/// The provided buffer ring: `BUFFERS` entries the kernel picks receive buffers
-/// from, and the buffers themselves, both in anonymous mappings owned here.
-struct BufRing {
-    entries: *mut types::BufRingEntry,
-    entries_len: usize,
-    bufs: *mut u8,
-    bufs_len: usize,
-    /// Our copy of the ring's tail (the kernel owns the head).
-    tail: u16,
+const OP_RECV: u64 = Op::Recv as u64;
+const OP_SEND: u64 = Op::Send as u64;
+const OP_FILES: u64 = Op::Files as u64;
+const OP_EPOLL: u64 = Op::Epoll as u64;
+
+/// How a connection's bytes move: through the ring, or (TLS) by readiness
+/// through the worker's nested epoll.
+enum Link {
+    Ring(Box<Ring>),
+    Polled(Stream),
 }
 
-impl BufRing {
-    fn new(ring: &IoUring) -> io::Result<BufRing> {
-        let entries_len = usize::from(BUFFERS) * std::mem::size_of::<types::BufRingEntry>();
-        let bufs_len = usize::from(BUFFERS) * BUFFER_BYTES;
-        let entries = map(entries_len)?.cast::<types::BufRingEntry>();
-        let bufs = match map(bufs_len) {
-            Ok(b) => b,
-            Err(e) => {
-                // SAFETY: `entries` was mapped just above with this length.
-                unsafe { libc::munmap(entries.cast(), entries_len) };
-                return Err(e);
-            }
-        };
-        let mut br = BufRing {
-            entries,
-            entries_len,
-            bufs,
-            bufs_len,
-            tail: 0,
-        };
-        for bid in 0..BUFFERS {
-            br.add(bid);
-        }
-        br.publish();
-        // SAFETY: the entries' mapping is page aligned, BUFFERS long, and lives until
-        // this BufRing is dropped, which the worker does only after the ring.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(br.entries as u64, BUFFERS, BGID, 0)?;
-        }
-        Ok(br)
-    }
-
-    /// Puts buffer `bid` back at the tail (seen by the kernel after `publish`).
-    fn add(&mut self, bid: u16) {
-        let i = usize::from(self.tail & (BUFFERS - 1));
-        // SAFETY: i < BUFFERS, the number of entries mapped; the kernel reads only
-        // entries between its head and the published tail, which this one is not.
-        let e = unsafe { &mut *self.entries.add(i) };
-        // SAFETY: bid < BUFFERS, so the offset is inside the buffers' mapping.
-        e.set_addr(unsafe { self.bufs.add(usize::from(bid) * BUFFER_BYTES) } as u64);
-        e.set_len(BUFFER_BYTES as u32);
-        e.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    /// Makes the buffers added so far visible to the kernel.
-    fn publish(&self) {
-        // SAFETY: the tail field overlays the first entry's reserved field, inside
-        // the mapping; the kernel reads it concurrently, hence the atomic store.
-        let tail =
-            unsafe { AtomicU16::from_ptr(types::BufRingEntry::tail(self.entries).cast_mut()) };
-        // Release: the entries written by `add` are visible before the new tail.
-        tail.store(self.tail, Ordering::Release);
-    }
-
-    /// The first `len` bytes of buffer `bid`, which a completion just handed us.
-    fn buf(&self, bid: u16, len: usize) -> &[u8] {
-        let bid = usize::from(bid) % usize::from(BUFFERS);
-        let len = len.min(BUFFER_BYTES);
-        // SAFETY: the range is inside the buffers' mapping; the kernel wrote it
-        // before posting the completion and will not touch it again until the
-        // buffer is put back with `add`, after the caller is done with the slice.
-        unsafe { std::slice::from_raw_parts(self.bufs.add(bid * BUFFER_BYTES), len) }
-    }
+/// A connection and its link.
+struct Client {
+    conn: Conn,
+    link: Link,
 }
 
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: both were mapped with these lengths in `new`; the ring that used
-        // them is gone (the worker drops it first).
-        unsafe {
-            libc::munmap(self.bufs.cast(), self.bufs_len);
-            libc::munmap(self.entries.cast(), self.entries_len);
+impl Client {
+    fn has_output(&self) -> bool {
+        match &self.link {
+            Link::Ring(r) => self.conn.has_output(&**r),
+            Link::Polled(s) => self.conn.has_output(s),
         }
     }
-}
-
-/// An anonymous, page-aligned, zeroed mapping.
-fn map(len: usize) -> io::Result<*mut u8> {
-    // SAFETY: an anonymous private mapping at an address of the kernel's choosing
-    // touches no existing memory.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(p.cast())
-}
-
-/// A ring with the features this worker needs: registered files, a provided
-/// buffer ring, waits with a timeout. Also `main`'s probe for `-o io=uring`.
-fn setup(max_conns: usize) -> io::Result<(IoUring, BufRing, u32)> {
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_cqsize(SQ_ENTRIES * 4)
-        .build(SQ_ENTRIES)
-        .or_else(|_| {
-            IoUring::builder()
-                .setup_cqsize(SQ_ENTRIES * 4)
-                .build(SQ_ENTRIES)
-        })?;
-    if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_nodrop() {
-        return Err(io::Error::other("kernel lacks IORING_FEAT_EXT_ARG/NODROP"));
-    }
-    let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map(|(soft, _)| soft)
-        .unwrap_or(1024);
-    let fixed = (max_conns as u64 + 64)
-        .min(u64::from(FIXED_FILES_MAX))
-        .min(nofile) as u32;
-    ring.submitter().register_files_sparse(fixed)?;
-    let bufs = BufRing::new(&ring)?;
-    Ok((ring, bufs, fixed))
-}
-
-/// Whether io_uring works here; the error says why not.
-pub fn probe(max_conns: usize) -> io::Result<()> {
-    setup(max_conns).map(drop)
 }
 
 struct Slot {
-    conn: Option<Conn>,
+    client: Option<Client>,
     /// Bumped when the slot takes a new connection: completions carry it.
     gen: u32,
     /// Operations submitted for this slot whose last completion has not come.
     inflight: u32,
+    /// A received buffer (its id and length) held for the connection's drive
+    /// this turn.
+    held: Option<(u16, usize)>,
     /// A closed connection's output and its SENDMSG's iovecs (leases included),
     /// kept until its send completes.
     grave: (Out, VecSend),
@@ -246,14 +134,6 @@ struct Slot {
     dirty: bool,
     /// Closed, waiting for `inflight` to reach 0 before reuse.
     closing: bool,
-}
-
-/// The ring connection in `slot`, if it is one.
-fn ring_io(conn: &mut Conn) -> Option<&mut RingIo> {
-    match conn.stream() {
-        Stream::Ring(r) => Some(r),
-        _ => None,
-    }
 }
 
 struct Loop<'a> {
@@ -275,27 +155,22 @@ struct Loop<'a> {
     fail_after: Option<u64>,
 }
 
-/// Runs worker `w` on io_uring; on the epoll loop instead if the ring cannot be set
-/// up (`main` probed already, so this is rare and said once per worker).
-pub fn run(w: Worker) {
-    let (ring, bufs, nfixed) = match setup(w.server.settings.max_connections) {
+/// Runs worker `w` on io_uring. Returns the worker when the epoll driver is to
+/// take it over: the ring could not be set up (`main` probed already, so this is
+/// rare and said once per worker) or failed at run time (its connections closed).
+pub fn run(w: Worker) -> Option<Worker> {
+    let (ring, bufs, nfixed) = match bufring::setup(w.server.settings.max_connections) {
         Ok(x) => x,
         Err(e) => {
             eprintln!(
                 "memcrab: worker {}: io_uring unavailable ({e}); using epoll",
                 w.id
             );
-            return w.run();
+            return Some(w);
         }
     };
     let server = std::sync::Arc::clone(&w.server);
-    let cx = Ctx {
-        server: &server,
-        engine: &*server.engine,
-        counters: &server.counters[w.id],
-        worker: w.id,
-        fd: std::cell::Cell::new(-1),
-    };
+    let cx = w.ctx(&server);
     let mut w = w;
     let mut udp = std::mem::take(&mut w.udp);
     // Declared after `bufs`, so dropped before it: the ring goes first.
@@ -316,9 +191,7 @@ pub fn run(w: Worker) {
             .and_then(|v| v.parse().ok()),
     };
     lp.run(&mut bufs, &mut udp);
-    let Some(err) = lp.failed.take() else {
-        return;
-    };
+    let err = lp.failed.take()?;
     let closed = lp.abandon(&mut udp);
     drop(lp);
     // The kernel may still write a receive into a provided buffer until it has
@@ -330,31 +203,20 @@ pub fn run(w: Worker) {
         w.id
     );
     w.udp = udp;
-    w.run();
+    Some(w)
 }
 
 impl Loop<'_> {
-    fn run(&mut self, bufs: &mut BufRing, udp: &mut [crate::io::udp::Port]) {
+    fn run(&mut self, bufs: &mut BufRing, udp: &mut [Port]) {
         let server = self.cx.server;
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
         let mut last_idle_scan = Instant::now();
         let mut events = Events::with_capacity(1024);
-        let mut udp_ready: Vec<usize> = Vec::new();
-        for (i, port) in udp.iter_mut().enumerate() {
-            if let Err(e) = self.w.poll.registry().register(
-                port.source(),
-                Token(UDP_TOKENS + i),
-                Interest::READABLE,
-            ) {
-                eprintln!(
-                    "memcrab: worker {}: cannot watch a UDP socket: {e}",
-                    self.w.id
-                );
-                return;
-            }
-            udp_ready.push(i);
+        if !self.w.watch_udp(udp) {
+            return;
         }
+        let mut udp_ready: Vec<usize> = (0..udp.len()).collect();
         let epoll_fd = self.w.poll.as_raw_fd();
         let mut epoll_armed = false;
         // Poll the nested epoll at once: the waker may have fired before the ring.
@@ -368,7 +230,7 @@ impl Loop<'_> {
                 let e = opcode::PollAdd::new(types::Fd(epoll_fd), libc::POLLIN as u32)
                     .multi(true)
                     .build()
-                    .user_data(user_data(OP_EPOLL, 0, 0));
+                    .user_data(user_data(Op::Epoll, 0, 0));
                 self.push(e);
                 epoll_armed = true;
             }
@@ -413,7 +275,7 @@ impl Loop<'_> {
             for &(ud, res, flags) in &cqes {
                 let (op, idx, gen) = unpack(ud);
                 match op {
-                    OP_RECV => self.on_recv(bufs, idx, gen, res, flags),
+                    OP_RECV => self.on_recv(bufs, idx, gen, res, flags, true),
                     OP_SEND => self.on_send(idx, gen, res),
                     OP_FILES => self.op_done(idx),
                     OP_EPOLL => {
@@ -425,7 +287,6 @@ impl Loop<'_> {
                     _ => {}
                 }
             }
-            bufs.publish();
             if epoll_due {
                 epoll_due = false;
                 match self.w.poll.poll(&mut events, Some(Duration::ZERO)) {
@@ -451,10 +312,10 @@ impl Loop<'_> {
                     if worker::note_udp(idx, &mut udp_ready) {
                         continue;
                     }
-                    let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+                    let Some(c) = self.slots.get_mut(idx).and_then(|s| s.client.as_mut()) else {
                         continue;
                     };
-                    conn.note_event(ev);
+                    c.conn.note_event(ev);
                     self.mark(idx);
                 }
             }
@@ -463,16 +324,17 @@ impl Loop<'_> {
                 if let Some(s) = self.slots.get_mut(idx) {
                     s.dirty = false;
                 }
-                self.drive(idx, reqs_per_event);
+                self.drive(bufs, idx, reqs_per_event);
             }
             dirty.clear();
             self.dirty = dirty;
             for _ in 0..self.ready.len() {
                 if let Some(idx) = self.ready.pop_front() {
-                    self.drive(idx, reqs_per_event);
+                    self.drive(bufs, idx, reqs_per_event);
                 }
             }
-            udp_ready.retain(|&i| udp.get_mut(i).is_some_and(|p| p.serve(self.cx)));
+            bufs.publish();
+            worker::serve_udp(&mut udp_ready, udp, self.cx);
             if server.shutting_down() {
                 self.shutdown(bufs);
                 return;
@@ -488,9 +350,9 @@ impl Loop<'_> {
     /// keeps what sends in flight may still read out of reuse (their bytes, their
     /// leases, which then never release their segments: at most the `-m`/16 the
     /// lease bound allows, once; a SENDMSG's msghdr and iovecs), and takes the
-    /// UDP sockets off the nested epoll (the epoll worker registers them again).
+    /// UDP sockets off the nested epoll (the epoll driver registers them again).
     /// Returns how many connections it closed.
-    fn abandon(&mut self, udp: &mut [crate::io::udp::Port]) -> usize {
+    fn abandon(&mut self, udp: &mut [Port]) -> usize {
         for port in udp.iter_mut() {
             let _ = self.w.poll.registry().deregister(port.source());
         }
@@ -499,19 +361,21 @@ impl Loop<'_> {
         for idx in 0..self.slots.len() {
             let s = &mut self.slots[idx];
             std::mem::forget(std::mem::take(&mut s.grave));
-            let Some(mut conn) = s.conn.take() else {
+            let Some(Client { conn, mut link }) = s.client.take() else {
                 continue;
             };
-            if let Some(r) = ring_io(&mut conn) {
-                if r.sending {
+            match &mut link {
+                Link::Ring(r) if r.sending => {
                     // As `close` parks them in the grave: the bytes (and leases) a
                     // send in flight reads, and a SENDMSG's msghdr and iovecs.
                     std::mem::forget((std::mem::take(&mut r.out), std::mem::take(&mut r.vec)));
                 }
-            } else {
-                let _ = self.w.poll.registry().deregister(conn.stream().source());
+                Link::Ring(_) => {}
+                Link::Polled(stream) => {
+                    let _ = self.w.poll.registry().deregister(stream.source());
+                }
             }
-            worker::close(self.cx.server, conn, Some(CloseReason::Error));
+            worker::close(self.cx.server, conn, link, Some(CloseReason::Error));
             closed += 1;
         }
         closed
@@ -566,36 +430,54 @@ impl Loop<'_> {
         }
     }
 
-    /// The connection in slot `idx`, if the slot still holds the one of generation
-    /// `gen` that a completion was for.
-    fn live(&mut self, idx: usize, gen: u32) -> Option<&mut Conn> {
-        self.slots
-            .get_mut(idx)
-            .filter(|s| s.gen == gen)
-            .and_then(|s| s.conn.as_mut())
-    }
-
-    fn on_recv(&mut self, bufs: &mut BufRing, idx: usize, gen: u32, res: i32, flags: u32) {
+    /// A receive completion. Bytes for a live ring connection are held for its
+    /// drive this turn when `hold` (and no buffer is held for it already), else
+    /// copied into its read buffer now; the buffer goes back to the ring once
+    /// they are served or copied.
+    fn on_recv(
+        &mut self,
+        bufs: &mut BufRing,
+        idx: usize,
+        gen: u32,
+        res: i32,
+        flags: u32,
+        hold: bool,
+    ) {
         let more = cqueue::more(flags);
         let bid = cqueue::buffer_select(flags);
-        let live = self.live(idx, gen);
-        if let Some(conn) = live {
-            if let Some(r) = ring_io(conn) {
+        let mut keep_buffer = false;
+        let cx = self.cx;
+        if let Some(s) = self.slots.get_mut(idx).filter(|s| s.gen == gen) {
+            if let Some(Client {
+                conn,
+                link: Link::Ring(r),
+            }) = s.client.as_mut()
+            {
                 let mut closed = false;
                 if res > 0 {
                     if let Some(bid) = bid {
-                        r.deliver(bufs.buf(bid, res as usize));
+                        let len = res as usize;
+                        conn.received(cx, len);
+                        if hold && s.held.is_none() {
+                            s.held = Some((bid, len));
+                            keep_buffer = true;
+                        } else {
+                            if let Some((held, held_len)) = s.held.take() {
+                                conn.keep(bufs.buf(held, held_len));
+                                bufs.add(held);
+                            }
+                            conn.keep(bufs.buf(bid, len));
+                        }
                     }
                 } else if res == 0 {
-                    r.deliver_eof();
+                    r.end();
                     closed = true;
                 } else if res != -libc::ENOBUFS && res != -libc::ECANCELED {
                     r.fail(-res);
                     closed = true;
                 }
                 if !more {
-                    r.recv_armed = false;
-                    r.recv_cancelling = false;
+                    r.recv_ended();
                 }
                 if closed {
                     conn.set_read_closed();
@@ -605,7 +487,7 @@ impl Loop<'_> {
                 self.mark(idx);
             }
         }
-        if let Some(bid) = bid {
+        if let Some(bid) = bid.filter(|_| !keep_buffer) {
             bufs.add(bid);
         }
         if !more {
@@ -614,9 +496,12 @@ impl Loop<'_> {
     }
 
     fn on_send(&mut self, idx: usize, gen: u32, res: i32) {
-        let live = self.live(idx, gen);
-        if let Some(conn) = live {
-            if let Some(r) = ring_io(conn) {
+        if let Some(s) = self.slots.get_mut(idx).filter(|s| s.gen == gen) {
+            if let Some(Client {
+                link: Link::Ring(r),
+                ..
+            }) = s.client.as_mut()
+            {
                 if res < 0 {
                     r.sending = false;
                     r.fail(-res);
@@ -635,9 +520,10 @@ impl Loop<'_> {
         while let Ok(nc) = self.w.rx.try_recv() {
             let idx = self.free.pop().unwrap_or_else(|| {
                 self.slots.push(Slot {
-                    conn: None,
+                    client: None,
                     gen: 0,
                     inflight: 0,
+                    held: None,
                     grave: Default::default(),
                     fixed: false,
                     dirty: false,
@@ -645,14 +531,20 @@ impl Loop<'_> {
                 });
                 self.slots.len() - 1
             });
-            let session = Session::new(&server.settings);
-            let (stream, ring) = match nc.stream {
-                Stream::Tcp(s) => (Stream::Ring(Box::new(RingIo::new(Plain::Tcp(s)))), true),
-                Stream::Unix(s) => (Stream::Ring(Box::new(RingIo::new(Plain::Unix(s)))), true),
-                other => (other, false),
+            let conn = worker::open(server, nc.info, nc.stream.is_tls());
+            let link = match nc.stream {
+                Stream::Tcp(s) => Link::Ring(Box::new(Ring::new(Plain::Tcp(s)))),
+                Stream::Unix(s) => Link::Ring(Box::new(Ring::new(Plain::Unix(s)))),
+                mut tls => {
+                    if !worker::watch(&self.w.poll, &mut tls, idx) {
+                        worker::close(server, conn, tls, None);
+                        self.free.push(idx);
+                        continue;
+                    }
+                    Link::Polled(tls)
+                }
             };
-            let mut conn = Conn::new(stream, nc.info, session, server.settings.value_lend_min);
-            let ok = if ring {
+            if matches!(link, Link::Ring(_)) {
                 let fd = conn.info.fd;
                 let fixed = (idx as u32) < self.nfixed
                     && self
@@ -661,31 +553,40 @@ impl Loop<'_> {
                         .register_files_update(idx as u32, &[fd])
                         .is_ok();
                 self.slots[idx].fixed = fixed;
-                true
-            } else {
-                worker::watch(&self.w.poll, &mut conn, idx)
-            };
-            if !ok {
-                worker::close(server, conn, None);
-                self.free.push(idx);
-                continue;
             }
-            server
-                .watch
-                .conn_new(conn.info.peer, worker::transport(&conn), conn.info.fd);
+            worker::note_open(server, &conn.info);
             let s = &mut self.slots[idx];
             s.gen = s.gen.wrapping_add(1);
-            s.conn = Some(conn);
+            s.client = Some(Client { conn, link });
             // Arm its receive (and serve anything a TLS stream has already).
             self.mark(idx);
         }
     }
 
-    fn drive(&mut self, idx: usize, reqs_per_event: usize) {
-        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+    /// Drives the connection in `idx`, with the buffer held for it (then given back
+    /// to the ring), and submits what it needs.
+    fn drive(&mut self, bufs: &mut BufRing, idx: usize, reqs_per_event: usize) {
+        let Some(s) = self.slots.get_mut(idx) else {
             return;
         };
-        match conn.drive(self.cx, reqs_per_event) {
+        let held = s.held.take();
+        let Some(c) = s.client.as_mut() else {
+            if let Some((bid, _)) = held {
+                bufs.add(bid);
+            }
+            return;
+        };
+        let next = match &mut c.link {
+            Link::Ring(r) => {
+                let fresh = held.map_or(&[][..], |(bid, len)| bufs.buf(bid, len));
+                c.conn.drive(&mut **r, fresh, self.cx, reqs_per_event)
+            }
+            Link::Polled(stream) => c.conn.drive(stream, &[], self.cx, reqs_per_event),
+        };
+        if let Some((bid, _)) = held {
+            bufs.add(bid);
+        }
+        match next {
             Next::Wait => {}
             Next::Watching => self.watchers.push(idx),
             Next::Yield => {
@@ -693,7 +594,7 @@ impl Loop<'_> {
                 self.ready.push_back(idx);
             }
             Next::Close => {
-                let reason = conn.close_reason();
+                let reason = c.conn.close_reason();
                 self.close(idx, Some(reason));
                 return;
             }
@@ -702,67 +603,22 @@ impl Loop<'_> {
     }
 
     /// Submits what a ring connection needs: a send for its output, its receive
-    /// (re)armed, or cancelled while its inbox is over the limit.
+    /// (re)armed, or cancelled while its backlog is over the limit.
     fn sync(&mut self, idx: usize) {
         let Some(s) = self.slots.get_mut(idx) else {
             return;
         };
-        let gen = s.gen;
-        let fixed = s.fixed;
-        let Some(conn) = s.conn.as_mut() else { return };
-        let Some(r) = ring_io(conn) else { return };
-        let fd = r.fd();
-        let mut sqes: [Option<squeue::Entry>; 2] = [None, None];
-        let mut ops = 0;
-        if r.wants_send() && r.out.has_leases() {
-            // Lent values: one SENDMSG over iovecs (they and the msghdr stay in `r`
-            // until the completion; a close moves them to the grave).
-            let msg = r.sendmsg();
-            let e = if fixed {
-                opcode::SendMsg::new(types::Fixed(idx as u32), msg)
-                    .flags(libc::MSG_NOSIGNAL as u32)
-                    .build()
-            } else {
-                opcode::SendMsg::new(types::Fd(fd), msg)
-                    .flags(libc::MSG_NOSIGNAL as u32)
-                    .build()
-            };
-            sqes[0] = Some(e.user_data(user_data(OP_SEND, idx, gen)));
-            r.sending = true;
-            ops += 1;
-        } else if r.wants_send() {
-            let buf = r.out.owned_from(r.sent).unwrap_or_default();
-            let (ptr, len) = (buf.as_ptr(), buf.len().min(u32::MAX as usize) as u32);
-            let e = if fixed {
-                opcode::Send::new(types::Fixed(idx as u32), ptr, len)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
-            } else {
-                opcode::Send::new(types::Fd(fd), ptr, len)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
-            };
-            sqes[0] = Some(e.user_data(user_data(OP_SEND, idx, gen)));
-            r.sending = true;
-            ops += 1;
-        }
-        if r.wants_cancel() {
-            r.recv_cancelling = true;
-            sqes[1] = Some(
-                opcode::AsyncCancel::new(user_data(OP_RECV, idx, gen))
-                    .build()
-                    .user_data(user_data(OP_CANCEL, idx, gen)),
-            );
-        } else if r.wants_recv() {
-            let e = if fixed {
-                opcode::RecvMulti::new(types::Fixed(idx as u32), BGID).build()
-            } else {
-                opcode::RecvMulti::new(types::Fd(fd), BGID).build()
-            };
-            sqes[1] = Some(e.user_data(user_data(OP_RECV, idx, gen)));
-            r.recv_armed = true;
-            ops += 1;
-        }
+        let (gen, fixed) = (s.gen, s.fixed);
+        let Some(Client {
+            conn,
+            link: Link::Ring(r),
+        }) = s.client.as_mut()
+        else {
+            return;
+        };
+        let (sqes, ops) = r.ops(idx, fixed, conn.backlog(), BGID, |op| {
+            user_data(op, idx, gen)
+        });
         s.inflight += ops;
         for e in sqes.into_iter().flatten() {
             self.push(e);
@@ -775,7 +631,7 @@ impl Loop<'_> {
         let Some(s) = self.slots.get_mut(idx) else {
             return;
         };
-        let Some(mut conn) = s.conn.take() else {
+        let Some(Client { conn, mut link }) = s.client.take() else {
             return;
         };
         let gen = s.gen;
@@ -784,28 +640,31 @@ impl Loop<'_> {
         if conn.is_watching() {
             self.watchers.retain(|&w| w != idx);
         }
-        if let Some(r) = ring_io(&mut conn) {
-            if r.recv_armed {
-                sqes.push(
-                    opcode::AsyncCancel::new(user_data(OP_RECV, idx, gen))
-                        .build()
-                        .user_data(user_data(OP_CANCEL, idx, gen)),
-                );
+        match &mut link {
+            Link::Ring(r) => {
+                if r.recv_armed {
+                    sqes.push(
+                        opcode::AsyncCancel::new(user_data(Op::Recv, idx, gen))
+                            .build()
+                            .user_data(user_data(Op::Cancel, idx, gen)),
+                    );
+                }
+                if r.sending {
+                    s.grave = (std::mem::take(&mut r.out), std::mem::take(&mut r.vec));
+                }
+                if fixed {
+                    s.inflight += 1;
+                    sqes.push(
+                        opcode::FilesUpdate::new(CLOSED_FD.as_ptr(), 1)
+                            .offset(idx as i32)
+                            .build()
+                            .user_data(user_data(Op::Files, idx, gen)),
+                    );
+                }
             }
-            if r.sending {
-                s.grave = (std::mem::take(&mut r.out), std::mem::take(&mut r.vec));
+            Link::Polled(stream) => {
+                let _ = self.w.poll.registry().deregister(stream.source());
             }
-            if fixed {
-                s.inflight += 1;
-                sqes.push(
-                    opcode::FilesUpdate::new(CLOSED_FD.as_ptr(), 1)
-                        .offset(idx as i32)
-                        .build()
-                        .user_data(user_data(OP_FILES, idx, gen)),
-                );
-            }
-        } else {
-            let _ = self.w.poll.registry().deregister(conn.stream().source());
         }
         if s.inflight == 0 {
             self.free.push(idx);
@@ -815,18 +674,17 @@ impl Loop<'_> {
         for e in sqes {
             self.push(e);
         }
-        worker::close(self.cx.server, conn, reason);
+        worker::close(self.cx.server, conn, link, reason);
     }
 
-    /// `-o idle_timeout`, as the epoll worker's.
+    /// `-o idle_timeout`, as the epoll driver's.
     fn kick_idle(&mut self, idle_secs: u32) {
         let now = self.cx.engine.clock().now();
         for idx in 0..self.slots.len() {
-            let idle = self.slots[idx].conn.as_ref().is_some_and(|c| {
-                !c.has_output()
-                    && !c.is_watching()
-                    && now.saturating_sub(c.info.last_cmd.load(Ordering::Relaxed)) > idle_secs
-            });
+            let idle = self.slots[idx]
+                .client
+                .as_ref()
+                .is_some_and(|c| worker::idle(&c.conn, c.has_output(), now, idle_secs));
             if idle {
                 self.close(idx, Some(CloseReason::IdleTimeout));
                 self.cx.counters.idle_kicks.incr();
@@ -841,13 +699,17 @@ impl Loop<'_> {
         loop {
             let mut pending = 0;
             for idx in 0..self.slots.len() {
-                let Some(conn) = self.slots[idx].conn.as_mut() else {
+                let Some(c) = self.slots[idx].client.as_mut() else {
                     continue;
                 };
-                if !conn.has_output() {
+                if !c.has_output() {
                     continue;
                 }
-                if !conn.flush_for_shutdown(self.cx) {
+                let flushed = match &mut c.link {
+                    Link::Ring(r) => c.conn.flush_for_shutdown(&mut **r, self.cx),
+                    Link::Polled(stream) => c.conn.flush_for_shutdown(stream, self.cx),
+                };
+                if !flushed {
                     pending += 1;
                 }
                 self.sync(idx);
@@ -867,7 +729,7 @@ impl Loop<'_> {
             for (ud, res, flags) in cqes {
                 let (op, idx, gen) = unpack(ud);
                 match op {
-                    OP_RECV => self.on_recv(bufs, idx, gen, res, flags),
+                    OP_RECV => self.on_recv(bufs, idx, gen, res, flags, false),
                     OP_SEND => self.on_send(idx, gen, res),
                     _ => {}
                 }
@@ -875,8 +737,8 @@ impl Loop<'_> {
             bufs.publish();
         }
         for slot in &mut self.slots {
-            if let Some(conn) = slot.conn.take() {
-                worker::close(self.cx.server, conn, None);
+            if let Some(c) = slot.client.take() {
+                worker::close(self.cx.server, c.conn, c.link, None);
             }
         }
     }
