@@ -162,6 +162,11 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
         evict: !settings.no_evict,
         use_cas: settings.use_cas,
         item_size_max: settings.item_size_max,
+        // Tests only (the hash-flooding test, crates/server/tests/hash_flood.rs): a
+        // fixed index hash seed, decimal u128, instead of one drawn from the OS.
+        hash_seed: std::env::var("MEMCRAB_TEST_HASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok()),
     };
     // -e: the engine on a memory file, warm if the last stop saved it. Kept to save
     // it again at a graceful stop.
