@@ -362,3 +362,69 @@ fn hash_flood_keys_are_ordinary_under_a_random_seed() {
     assert_eq!(f.flood_evictions, 0, "{f:?}");
     assert_eq!((f.rounds, f.before_left), (ROUNDS, BEFORE), "{f:?}");
 }
+
+/// Stops with SIGUSR1 and checks the save.
+fn graceful_stop(mut s: Server) {
+    s.signal("USR1");
+    let st = s.wait_exit(std::time::Duration::from_secs(60));
+    assert!(st.success(), "SIGUSR1 exit {st}; stderr: {}", s.stderr());
+    assert!(s.stderr().contains("[restart] saved "), "{}", s.stderr());
+}
+
+/// A warm restart keeps the seed (keys built for it still collide after a restart
+/// started without it), and a metadata file of format 1, from before the index
+/// hash had a seed, is refused with a `[restart]` line: the cache starts empty.
+#[test]
+fn hash_flood_seed_survives_a_warm_restart_and_format_1_is_refused() {
+    let Some(flood) = forge_colliding_keys() else {
+        eprintln!("skipped: no AES-NI, so no keys can be forged for the server's hash");
+        return;
+    };
+    let dir = common::scratch_dir("hash-restart");
+    let file = dir.join("mem");
+    let file = file.to_str().expect("utf-8 path");
+    let args = ["-m", "64", "-t", "1", "-e", file];
+    let class = &flood[..PER_CLASS];
+    let seed = SEED.to_string();
+    let s = Server::tcp_env(&args, &[("MEMCRAB_TEST_HASH_SEED", &seed)]);
+    store_all(&mut s.connect(), &class[..16], b"x");
+    graceful_stop(s);
+    // No seed given: the saved one comes back, so the class still fills its two
+    // buckets and the 17th key rebuilds the table to the largest size.
+    let s = Server::tcp_env(&args, &[]);
+    assert!(
+        s.stderr().contains("[restart] warm restart from"),
+        "{}",
+        s.stderr()
+    );
+    let mut c = s.connect();
+    assert_eq!(present(&mut c, &class[..16]), 16);
+    let r0 = c.stat("memcrab_index_rebuilds");
+    store_all(&mut c, &class[16..17], b"x");
+    let r1 = c.stat("memcrab_index_rebuilds");
+    assert!(
+        r1 - r0 >= 30,
+        "{r0} -> {r1} rebuilds: the seed was not kept"
+    );
+    drop(c);
+    graceful_stop(s);
+    let meta = dir.join("mem.meta");
+    let mut b = std::fs::read(&meta).expect("read the metadata");
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&meta, &b).expect("write the metadata");
+    let s = Server::tcp_env(&args, &[]);
+    let line = s
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with("[restart] memory file"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no [restart] line: {}", s.stderr()));
+    assert!(
+        line.contains("starting with an empty cache")
+            && line.contains("another version (format 1, this memcrab reads 2)"),
+        "{line}"
+    );
+    assert_eq!(present(&mut s.connect(), &class[..17]), 0);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
