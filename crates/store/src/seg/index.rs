@@ -734,8 +734,8 @@ impl Locked<'_> {
         false
     }
 
-    /// A new table of `n` buckets, its bytes counted in the index's
-    /// total (charged against `-m`) from now until it is freed.
+    /// A new table of `n` buckets, its bytes counted in the index's total (charged
+    /// against `-m`) from now until it is freed.
     fn new_table(&self, n: usize) -> Option<u64> {
         let packed = new_table(n)?;
         self.index
