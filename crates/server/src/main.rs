@@ -207,6 +207,11 @@ fn open_engine(settings: &Settings) -> anyhow::Result<Store> {
         evict: !settings.no_evict,
         use_cas: settings.use_cas,
         item_size_max: settings.item_size_max,
+        // Tests only (the hash-flooding test, crates/server/tests/hash_flood.rs): a
+        // fixed index hash seed, decimal u128, instead of one drawn from the OS.
+        hash_seed: std::env::var("MEMCRAB_TEST_HASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok()),
     };
     Ok(match (settings.engine, &settings.memory_file) {
         (EngineKind::Seg, Some(path)) => {

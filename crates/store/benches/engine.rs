@@ -82,6 +82,7 @@ fn build(name: &str, limit_mb: u64) -> Arc<dyn Engine> {
         evict: true,
         use_cas: true,
         item_size_max: 0,
+        hash_seed: None,
     };
     let clock = Arc::new(Clock::new());
     let e: Arc<dyn Engine> = match name {

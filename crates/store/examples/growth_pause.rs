@@ -24,6 +24,7 @@ fn main() {
             evict: true,
             use_cas: true,
             item_size_max: 1 << 20,
+            hash_seed: None,
         },
         Arc::new(Clock::new()),
     );

@@ -39,6 +39,7 @@
 //!     segments.rs   Desc, Descs, segment memory, Life, Flush             none
 //!     mapfile.rs    MemFile: the -e memory file and its unit allocator   arena
 //!     meta.rs       the restart metadata file's format                   none
+//!     keyhash.rs    KeyHasher: the index hash (AES CBC-MAC), secret seed  none
 //!     index.rs      Index (lock-free find), Locked partitions            pinned / partition
 //!     lease.rs      Lender, Lease: a value lent past the lookup          none
 //!     item.rs       the item layout: New, View                           none
@@ -349,6 +350,9 @@ pub struct Config {
     /// `-I`: append/prepend may not grow an item past this, counted as memcached
     /// counts it (see [`memcached_item_bytes`]). 0 = no limit.
     pub item_size_max: usize,
+    /// The index hash's seed: None draws one from the OS (always, outside tests;
+    /// `docs/security.md`, "Hash flooding"). A warm restart keeps the saved one.
+    pub hash_seed: Option<u128>,
 }
 
 impl Default for Config {
@@ -358,6 +362,7 @@ impl Default for Config {
             evict: true,
             use_cas: true,
             item_size_max: memcrab_limits::ITEM_SIZE_MAX_DEFAULT,
+            hash_seed: None,
         }
     }
 }
@@ -421,6 +426,10 @@ pub struct Stats {
     pub hash_bytes: u64,
     /// An index table is being rebuilt larger right now.
     pub hash_is_expanding: bool,
+    /// Index tables built by rebuilds (growing or shrinking a partition's table),
+    /// and the items those rebuilds re-read to rehash.
+    pub index_rebuilds: u64,
+    pub index_rehashed_items: u64,
     /// Segment figures (zero for engines without segments).
     pub segments: SegmentStats,
 }

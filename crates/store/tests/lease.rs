@@ -17,6 +17,7 @@ fn config(limit: u64) -> Config {
         evict: true,
         use_cas: true,
         item_size_max: 1024 * 1024,
+        hash_seed: None,
     }
 }
 

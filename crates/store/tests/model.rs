@@ -246,6 +246,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
             evict: true,
             use_cas: true,
             item_size_max: 0,
+            hash_seed: None,
         },
         Arc::clone(&clock),
     );
@@ -679,6 +680,7 @@ fn eviction_invariants(make: Make, limit: u64) {
             evict: true,
             use_cas: true,
             item_size_max: 0,
+            hash_seed: None,
         },
         clock,
     );

@@ -37,6 +37,7 @@ fn overwrites_reuse_mostly_dead_segments_instead_of_growing() {
         evict: true,
         use_cas: true,
         item_size_max: 1024 * 1024,
+        hash_seed: None,
     };
     let e = Seg::new(cfg, clock);
     let mut last = vec![0u32; 1000];

@@ -47,6 +47,7 @@ fn walk_with_concurrent_writers(make: fn(Config, Arc<Clock>) -> Arc<dyn Engine>,
         evict: false,
         use_cas: true,
         item_size_max: 0,
+        hash_seed: None,
     };
     let engine = make(cfg, Arc::clone(&clock));
     let e = engine.as_ref();

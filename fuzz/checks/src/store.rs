@@ -411,6 +411,7 @@ fn differential(mut r: Reader<'_>) {
         evict: true,
         use_cas: true,
         item_size_max: 1 << 20,
+        hash_seed: None,
     };
     let mut engines = [
         Under {
@@ -468,6 +469,7 @@ fn pressure(mut r: Reader<'_>) {
         evict: true,
         use_cas: true,
         item_size_max: 256 << 10,
+        hash_seed: None,
     };
     let engine: Arc<dyn Engine> = if use_seg {
         Arc::new(Seg::new(cfg, Arc::clone(&clock)))

@@ -203,6 +203,9 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "hash_power_level", es.hash_power_level);
     stat(out, "hash_bytes", es.hash_bytes);
     stat(out, "hash_is_expanding", u8::from(es.hash_is_expanding));
+    // memcrab's own: index tables rebuilt and the items they re-read (docs/storage.md).
+    stat(out, "memcrab_index_rebuilds", es.index_rebuilds);
+    stat(out, "memcrab_index_rehashed_items", es.index_rehashed_items);
     // memcrab's own: what is charged against limit_maxbytes. The segment engine
     // charges its segments (total_malloced in `stats slabs`) and its index
     // (hash_bytes); the reference engine charges each item's bytes.

@@ -249,6 +249,7 @@ mod tests {
             evict: true,
             use_cas: true,
             item_size_max: 1 << 20,
+            hash_seed: None,
         };
         let e = Seg::new(cfg, Arc::new(Clock::new()));
         for (k, v) in [(b"a", b"AAAA"), (b"b", b"BBBB")] {

@@ -11,6 +11,7 @@ fn engine(limit: u64, evict: bool) -> Reference {
         evict,
         use_cas: true,
         item_size_max: 0,
+        hash_seed: None,
     };
     Reference::new(cfg, 10, Arc::new(Clock::new()))
 }
@@ -83,6 +84,7 @@ fn append_stops_at_item_size_max() {
         evict: true,
         use_cas: true,
         item_size_max: 1024,
+        hash_seed: None,
     };
     let e = Reference::new(cfg, 10, Arc::new(Clock::new()));
     assert!(matches!(

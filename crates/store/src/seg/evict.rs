@@ -93,8 +93,8 @@ impl Seg {
                 // Compacting must free something: some dead bytes, and room for the rest.
                 // A moved item may grow by its CAS (8 bytes, at least 12 before), so
                 // the rest needs up to twice its bytes: with less, the last items would
-                // not fit and be dropped, which -M must never do (issue 14's churn test
-                // saw evictions under -M).
+                // not fit and be dropped, which -M must never do (a churn of mixed
+                // sizes under -M saw such evictions: crates/server/tests/memory.rs).
                 2 * live <= room && live < u64::from(d.end.load(Ordering::Relaxed)).max(1)
             })
         };

@@ -82,6 +82,12 @@ fn reduce(x: u32, n: usize) -> usize {
     ((u64::from(x) * n as u64) >> 32) as usize
 }
 
+/// Whether two hashes share a partition and both candidate buckets at every table
+/// size: what a hash-flooding attacker needs of his keys (44 bits equal).
+pub fn same_buckets_everywhere(a: u64, b: u64) -> bool {
+    Index::part(a) == Index::part(b) && a as u32 == b as u32
+}
+
 fn buckets_of(h: u64, n: usize) -> (usize, usize) {
     let x = h as u32;
     let b1 = reduce(x, n);
@@ -102,7 +108,7 @@ const PTR_MASK: u64 = (1 << 48) - 1;
 
 /// Tables of at least this many buckets (16 KiB) are mapped straight from the
 /// kernel with `mmap` and given back with `munmap` once retired, so what index
-/// growth retires leaves the process (malloc kept retired tables: issue 14). Their
+/// growth retires leaves the process (malloc would keep retired tables). Their
 /// bucket count is rounded up to whole pages (at most a quarter more than asked
 /// for, and used: the mapping has no slack). Smaller tables (4096 of them hold at
 /// most 64 MiB, about 3.5M items) come from malloc; every partition's growth steps
@@ -271,14 +277,23 @@ impl Table<'_> {
     }
 
     /// Places every item of `from` in this (unpublished) table, hashing each by its
-    /// location with `rehash`; false when one does not fit.
-    fn take_all(&self, from: &Table<'_>, rehash: &impl Fn(Loc) -> u64) -> bool {
-        from.buckets
+    /// location with `rehash`; false when one does not fit. Counts the items it
+    /// re-read, and the rebuild, in `index`'s counters.
+    fn take_all(&self, from: &Table<'_>, rehash: &impl Fn(Loc) -> u64, index: &Index) -> bool {
+        index.rebuilds.fetch_add(1, Ordering::Relaxed);
+        let mut n = 0u64;
+        let all = from
+            .buckets
             .iter()
             .flat_map(|b| b.slots.iter())
             .map(|s| s.load(Ordering::Relaxed))
             .filter(|&v| v != 0)
-            .all(|v| self.place(rehash(decode(v)), v))
+            .all(|v| {
+                n += 1;
+                self.place(rehash(decode(v)), v)
+            });
+        index.rehashed.fetch_add(n, Ordering::Relaxed);
+        all
     }
 
     /// Places a slot value in the emptier candidate bucket; false when both are full.
@@ -333,6 +348,12 @@ pub struct Index {
     small_freed: AtomicU64,
     /// Table rebuilds in progress (memcached's hash_is_expanding).
     expanding: AtomicU64,
+    /// Tables built by rebuilds (grow or shrink, each attempt), and the items those
+    /// rebuilds re-read to rehash (`stats`: memcrab_index_rebuilds,
+    /// memcrab_index_rehashed_items): the work hash flooding would multiply.
+    /// Relaxed: plain statistics.
+    rebuilds: AtomicU64,
+    rehashed: AtomicU64,
 }
 
 impl Default for Index {
@@ -354,6 +375,8 @@ impl Index {
             bytes: AtomicU64::new((PARTITIONS * table_bytes(INITIAL_BUCKETS)) as u64),
             small_freed: AtomicU64::new(0),
             expanding: AtomicU64::new(0),
+            rebuilds: AtomicU64::new(0),
+            rehashed: AtomicU64::new(0),
         }
     }
 
@@ -482,6 +505,14 @@ impl Index {
             n += unsafe { unpack(t.load(Ordering::Acquire)) }.len() as u64;
         }
         (n, self.bytes())
+    }
+
+    /// Tables built by rebuilds, and the items they re-read (see the fields).
+    pub fn rebuild_counts(&self) -> (u64, u64) {
+        (
+            self.rebuilds.load(Ordering::Relaxed),
+            self.rehashed.load(Ordering::Relaxed),
+        )
     }
 
     pub fn is_expanding(&self) -> bool {
@@ -637,7 +668,7 @@ impl Locked<'_> {
             };
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
-            if t.take_all(&old, &rehash) && t.place(h, value) {
+            if t.take_all(&old, &rehash, self.index) && t.place(h, value) {
                 break (packed, None);
             }
             if n == MAX_BUCKETS {
@@ -692,7 +723,7 @@ impl Locked<'_> {
             };
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
-            if t.take_all(&old, &rehash) {
+            if t.take_all(&old, &rehash, self.index) {
                 self.publish(packed);
                 return true;
             }
@@ -741,127 +772,5 @@ impl Drop for Index {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn h(i: u64) -> u64 {
-        use std::hash::BuildHasher;
-        foldhash::fast::FixedState::with_seed(7).hash_one(i)
-    }
-
-    #[test]
-    fn insert_find_remove_and_grow() {
-        let idx = Index::new();
-        // Fake "segments": location i ↔ key i.
-        let n = 50_000u64;
-        let mut hashes = HashMap::new();
-        for i in 1..=n {
-            let loc = Loc {
-                seg: (i % 1000 + 1) as u32,
-                off: ((i / 1000) * 4) as u32,
-            };
-            hashes.insert(loc, h(i));
-            let hi = h(i);
-            let mut l = idx.lock(hi);
-            assert!(l.find(hi, |x| x == loc).is_none());
-            l.insert(hi, loc, |x| hashes[&x]);
-            l.counts.items += 1;
-        }
-        assert_eq!(idx.counts().items, n);
-        let g = epoch::pin();
-        for (loc, hi) in &hashes {
-            assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
-        }
-        drop(g);
-        let (buckets, _) = idx.size();
-        let load = n as f64 / (buckets as f64 * 8.0);
-        assert!(
-            load > 0.6,
-            "two-choice tables should fill well: load {load}"
-        );
-        for (loc, hi) in &hashes {
-            let mut l = idx.lock(*hi);
-            let pos = l.find_loc(*hi, *loc).expect("linked");
-            l.remove(pos);
-        }
-        let g = epoch::pin();
-        for (loc, hi) in &hashes {
-            assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
-        }
-    }
-
-    /// Links `n` items into partition 0 (hashes with its partition bits) and
-    /// returns each one's hash by location, for `rehash`.
-    fn fill_partition_0(idx: &Index, n: u64) -> HashMap<Loc, u64> {
-        let mut hashes = HashMap::new();
-        for i in 1..=n {
-            let hi = h(i) & !(0xfff << PARTITION_SHIFT);
-            let loc = Loc {
-                seg: (i % 1000 + 1) as u32,
-                off: ((i / 1000) * 4) as u32,
-            };
-            hashes.insert(loc, hi);
-            let mut l = idx.lock(hi);
-            l.insert(hi, loc, |x| hashes[&x]);
-            l.counts.items += 1;
-        }
-        hashes
-    }
-
-    /// A table left mostly empty shrinks, keeping every item findable.
-    #[test]
-    fn mostly_empty_tables_shrink() {
-        let idx = Index::new();
-        let hashes = fill_partition_0(&idx, 5_000);
-        let big = (idx.table_word(0) >> 48) as usize;
-        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]), "full: no shrink");
-        // Remove all but every tenth item.
-        let mut kept = Vec::new();
-        for (k, (loc, hi)) in hashes.iter().enumerate() {
-            if k % 10 == 0 {
-                kept.push((*loc, *hi));
-                continue;
-            }
-            let mut l = idx.lock(*hi);
-            let pos = l.find_loc(*hi, *loc).expect("linked");
-            l.remove(pos);
-            l.counts.items -= 1;
-        }
-        assert!(idx.lock_part(0).shrink(|x| hashes[&x]));
-        let small = (idx.table_word(0) >> 48) as usize;
-        assert!(small * 4 < big, "{big} -> {small} buckets");
-        let g = epoch::pin();
-        for (loc, hi) in &kept {
-            assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
-        }
-        drop(g);
-        // About half full now: no second shrink.
-        assert!(!idx.lock_part(0).shrink(|x| hashes[&x]));
-        epoch::wait_quiescent(epoch::advance());
-        idx.collect();
-        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(small)) as u64;
-        assert_eq!(idx.bytes(), expected);
-    }
-
-    /// The byte count covers exactly the tables held: once readers are gone, the
-    /// retired ones are freed and leave it, and large tables fill whole pages.
-    #[test]
-    fn bytes_count_the_tables_held() {
-        let idx = Index::new();
-        let start = idx.bytes();
-        assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
-        // Enough items in one partition for mapped tables.
-        fill_partition_0(&idx, 5_000);
-        // Other tests' readers (same process) may be pinned: wait them out.
-        epoch::wait_quiescent(epoch::advance());
-        idx.collect();
-        let word = idx.table_word(0);
-        let len = (word >> 48) as usize;
-        assert!(len >= MAP_MIN_BUCKETS, "{len} buckets");
-        assert_eq!(len, table_len(len), "a mapped table fills its pages");
-        let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(len)) as u64;
-        assert_eq!(idx.bytes(), expected);
-        assert_eq!(idx.size().1, expected);
-    }
-}
+#[path = "index_tests.rs"]
+mod tests;

@@ -6,6 +6,7 @@
 //!   body: version string (u16 length + bytes, informational)
 //!         settings that must match: -m bytes u64, -I u64, segment size u32, CAS u8,
 //!                                   memory file length u64
+//!         index hash: seed u128, hash of HASH_PROBE under it u64 (format 2 on)
 //!         time: relative now at the stop u32, unix time of the stop i64
 //!         CAS/flush: next generation u64, flush generation u64, oldest_live u32
 //!         segments u32 × { file offset u64, cap u32, end u32, generation u64,
@@ -27,8 +28,11 @@ use xxhash_rust::xxh3::xxh3_64;
 pub const MAGIC: &[u8; 8] = b"MCRABWRM";
 /// Bump on any change to this layout, the item layout (item.rs), the CAS derivation
 /// or the key hash: a restart refuses other formats.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 const BYTE_ORDER: u32 = 0x0102_0304;
+/// The key whose hash, saved beside the seed, proves the restart hashes as the
+/// stop did (same seed, same hash function).
+pub const HASH_PROBE: &[u8] = b"memcrab warm restart hash check";
 /// Bytes after the body: length and hash.
 const TRAILER: usize = 16;
 
@@ -64,6 +68,10 @@ pub struct Segment {
 pub struct Meta {
     pub version: String,
     pub settings: Settings,
+    /// The index hash's secret seed (format 2): a restart keeps it.
+    pub hash_seed: u128,
+    /// The hash of [`HASH_PROBE`] under `hash_seed` at the stop.
+    pub hash_probe: u64,
     pub now: u32,
     pub stop_unix: i64,
     pub gen: u64,
@@ -94,6 +102,8 @@ pub fn encode(m: &Meta) -> Vec<u8> {
     b.extend_from_slice(&s.seg_size.to_le_bytes());
     b.push(u8::from(s.use_cas));
     b.extend_from_slice(&s.file_len.to_le_bytes());
+    b.extend_from_slice(&m.hash_seed.to_le_bytes());
+    b.extend_from_slice(&m.hash_probe.to_le_bytes());
     b.extend_from_slice(&m.now.to_le_bytes());
     b.extend_from_slice(&m.stop_unix.to_le_bytes());
     b.extend_from_slice(&m.gen.to_le_bytes());
@@ -208,6 +218,8 @@ pub fn decode(b: &[u8]) -> Result<Meta, String> {
         use_cas: r.bool()?,
         file_len: r.u64()?,
     };
+    let hash_seed = u128::from(r.u64()?) | u128::from(r.u64()?) << 64;
+    let hash_probe = r.u64()?;
     let now = r.u32()?;
     let stop_unix = r.u64()? as i64;
     let gen = r.u64()?;
@@ -254,6 +266,8 @@ pub fn decode(b: &[u8]) -> Result<Meta, String> {
     Ok(Meta {
         version,
         settings,
+        hash_seed,
+        hash_probe,
         now,
         stop_unix,
         gen,
@@ -277,6 +291,8 @@ mod tests {
                 use_cas: true,
                 file_len: 74 << 20,
             },
+            hash_seed: 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+            hash_probe: 77,
             now: 1234,
             stop_unix: 1_700_000_000,
             gen: 99,
@@ -329,7 +345,7 @@ mod tests {
             assert!(decode(&c).is_err(), "flipped byte {i}");
         }
         let mut c = b.clone();
-        c[8] = 2; // the format field
+        c[8] = 1; // the format field: format 1, before keyed hashing
         assert!(decode(&c)
             .expect_err("other format")
             .contains("another version"));

@@ -48,7 +48,9 @@
 //!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
 //!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
 //!   meta.rs       the restart metadata file: encode, strict decode       none
+//!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
+//!                 (its unit tests: index_tests.rs)
 //!   lease.rs      Lender, Lease: values lent past the lookup (lend count)  none
 //!   item.rs       the item layout: New (write), View (read)              none
 //!   epoch.rs      epoch-based reclamation: pin, advance, is_quiescent    none
@@ -60,6 +62,7 @@ mod evict;
 mod fifo;
 mod index;
 mod item;
+mod keyhash;
 mod lease;
 mod link;
 mod mapfile;
@@ -71,7 +74,6 @@ mod upkeep;
 mod walk;
 mod write;
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -87,6 +89,8 @@ use index::Index;
 use segments::{Descs, Flush, Life};
 use write::{Region, REGIONS, TTL_BUCKETS};
 
+pub use index::same_buckets_everywhere;
+pub use keyhash::KeyHasher;
 pub use lease::{Lease, Lender};
 pub use persist::{meta_path, open_memory_file, Saved, Started};
 pub use segments::segment_bytes;
@@ -120,7 +124,8 @@ pub struct Seg {
     seg_size: u32,
     /// Items larger than this get a segment of their own.
     large_min: u32,
-    hasher: foldhash::fast::FixedState,
+    /// The index hash under this engine's secret seed (keyhash.rs).
+    hasher: KeyHasher,
     index: Index,
     /// Descriptor table; owns the segments' memory. Shared with the leases
     /// ([`Lease`]), which keep it (and so the memory they lend) alive.
@@ -160,7 +165,9 @@ impl Seg {
             limit: AtomicU64::new(cfg.limit_bytes),
             seg_size,
             large_min: seg_size / 4,
-            hasher: foldhash::fast::FixedState::with_seed(0x6d65_6d63_7261_6221),
+            hasher: cfg
+                .hash_seed
+                .map_or_else(KeyHasher::random, KeyHasher::with_seed),
             index: Index::new(),
             descs: Arc::new(Descs::new(file)),
             arena: Mutex::new(Arena::new(seg_size)),
@@ -189,8 +196,7 @@ impl Seg {
 
     /// What segments may hold: `-m` less what the index holds (its tables, current
     /// and retired but not yet freed), so that more items per megabyte means fewer
-    /// segments rather than more memory (issue 14; `docs/storage.md`, "The memory
-    /// bound"). Never less than a quarter of `-m`, so that a cache whose index grew
+    /// segments rather than more memory (`docs/storage.md`, "The memory bound"). Never less than a quarter of `-m`, so that a cache whose index grew
     /// for a larger limit (`cache_memlimit` lowered it) still stores.
     fn segment_limit(&self) -> u64 {
         let limit = self.limit.load(Ordering::Relaxed);
@@ -203,7 +209,7 @@ impl Seg {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        self.hasher.hash(key)
     }
 
     /// Prepares segment `id` for writing (a fresh generation, empty counters), as a
@@ -279,6 +285,7 @@ impl Engine for Seg {
     fn stats(&self) -> Stats {
         let c = self.index.counts();
         let (buckets, hash_bytes) = self.index.size();
+        let (index_rebuilds, index_rehashed_items) = self.index.rebuild_counts();
         let now = self.clock.now();
         let (oldest, segments) = {
             let arena = self.arena.lock();
@@ -313,6 +320,8 @@ impl Engine for Seg {
             hash_power_level: 63 - slots.max(1).leading_zeros(),
             hash_bytes,
             hash_is_expanding: self.index.is_expanding(),
+            index_rebuilds,
+            index_rehashed_items,
             segments,
         }
     }

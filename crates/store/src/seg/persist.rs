@@ -17,9 +17,15 @@
 //! crash or `kill -9` leaves none (the next start is cold), and a restart trusts the
 //! memory file only as far as the metadata's hashes vouch for it. Anything that
 //! does not check out (missing or corrupt metadata, another format, other `-m`/`-I`/
-//! segment size/CAS settings, a memory file of another length, a clock that went
-//! backwards, a segment whose bytes changed, an item header out of bounds) starts an
-//! empty cache and says why.
+//! segment size/CAS settings, a memory file of another length, an index hash that
+//! does not hash as the stop's did, a clock that went backwards, a segment whose
+//! bytes changed, an item header out of bounds) starts an empty cache and says why.
+//!
+//! The index hash's secret seed is saved in the metadata (readable by the server's
+//! user only, as the memory file is) and the restart keeps it, checked by the hash
+//! of a probe key: every item is rehashed as it is linked back, so the check
+//! guards against a build or CPU that hashes differently, not against misplaced
+//! items. A format-1 file (before keyed hashing) is "from another version".
 //!
 //! What is not kept: items in segments that got heap memory because the file had no
 //! run of free units long enough (see mapfile.rs); counters (`stats` start again).
@@ -30,7 +36,7 @@
 //! restart runs before the engine is shared.
 //!
 //! Imports: `super::Seg` (its fields), link (`Seg::link`, `find_locked`), arena,
-//! segments, mapfile, meta, item, index.
+//! segments, mapfile, meta, item, index, keyhash.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -40,6 +46,7 @@ use std::{fs, io};
 
 use super::index::{Loc, MAX_OFFSET, PARTITIONS};
 use super::item::{self, View};
+use super::keyhash::KeyHasher;
 use super::mapfile::{self, MemFile};
 use super::meta::{self, Meta};
 use super::segments::{segment_bytes, Life};
@@ -144,6 +151,19 @@ fn check_settings(m: &Meta, want: &meta::Settings) -> Result<(), String> {
     }
 }
 
+/// Whether this build hashes keys under the saved seed as the stopped one did.
+fn check_hash(m: &Meta) -> Result<(), String> {
+    let h = KeyHasher::with_seed(m.hash_seed);
+    if h.hash(meta::HASH_PROBE) == m.hash_probe {
+        Ok(())
+    } else {
+        Err(format!(
+            "the index hash differs from the stopped server's (this one uses {} under the saved seed)",
+            h.algorithm()
+        ))
+    }
+}
+
 /// Opens the memory file at `path` for an engine of `cfg` and brings back what the
 /// last graceful stop saved, if everything about it checks out; otherwise starts
 /// empty. Errors only when the file cannot be created or mapped.
@@ -158,9 +178,16 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
         use_cas: cfg.use_cas,
         file_len,
     };
-    let why_cold = match take_meta(path).and_then(|m| check_settings(&m, &want).map(|()| m)) {
+    let checked = take_meta(path)
+        .and_then(|m| check_settings(&m, &want).map(|()| m))
+        .and_then(|m| check_hash(&m).map(|()| m));
+    let why_cold = match checked {
         Err(why) => why,
         Ok(m) => {
+            let cfg = Config {
+                hash_seed: Some(m.hash_seed),
+                ..cfg
+            };
             let down = unix_now() - m.stop_unix;
             let (file, kept) = MemFile::open(path, cfg.limit_bytes, seg_size, true)?;
             if down < 0 {
@@ -395,6 +422,8 @@ impl Seg {
         }
         let m = Meta {
             version: version.to_owned(),
+            hash_seed: self.hasher.seed(),
+            hash_probe: self.hasher.hash(meta::HASH_PROBE),
             settings: meta::Settings {
                 limit_bytes: file.limit_bytes,
                 item_size_max: self.item_size_max as u64,

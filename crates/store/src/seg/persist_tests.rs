@@ -16,6 +16,7 @@ fn cfg(mb: u64) -> Config {
         evict: true,
         use_cas: true,
         item_size_max: 1024 * 1024,
+        hash_seed: None,
     }
 }
 
@@ -194,6 +195,65 @@ fn a_delayed_flush_all_stays_pending_across_the_restart() {
         get(&s.seg, b"a").is_none(),
         "the delayed flush was forgotten"
     );
+    drop(s);
+    cleanup(&p);
+}
+
+/// The index hash's secret seed is kept across a warm restart, and the restart
+/// checks it: a metadata file whose probe hash does not match (another hash
+/// function, or a damaged seed re-checksummed) starts empty and says why.
+#[test]
+fn the_hash_seed_survives_a_restart_and_is_checked() {
+    let p = tmp("seed");
+    cleanup(&p);
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    let seed = s.seg.hasher.seed();
+    let model = fill(&s.seg);
+    s.seg.save(&p, "test").expect("save");
+    drop(s);
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    assert!(s.warm, "{}", s.log);
+    assert_eq!(s.seg.hasher.seed(), seed, "the restart drew a new seed");
+    assert!(model.keys().all(|k| get(&s.seg, k).is_some()));
+    s.seg.save(&p, "test").expect("save");
+    drop(s);
+    // The probe no longer matches the seed: refused, nothing misread.
+    let mp = meta_path(&p);
+    let mut m = meta::decode(&std::fs::read(&mp).expect("read meta")).expect("decode");
+    m.hash_probe ^= 1;
+    std::fs::write(&mp, meta::encode(&m)).expect("write meta");
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    assert!(!s.warm);
+    assert!(s.log.contains("index hash differs"), "{}", s.log);
+    assert!(model.keys().all(|k| get(&s.seg, k).is_none()));
+    assert_ne!(s.seg.hasher.seed(), seed, "a cold start draws a new seed");
+    drop(s);
+    cleanup(&p);
+}
+
+/// A metadata file of format 1 (written before the index hash had a seed) is
+/// refused as another version, before any of its body is read.
+#[test]
+fn a_format_1_metadata_file_is_refused() {
+    let p = tmp("format1");
+    cleanup(&p);
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    let model = fill(&s.seg);
+    s.seg.save(&p, "test").expect("save");
+    drop(s);
+    let mp = meta_path(&p);
+    let mut b = std::fs::read(&mp).expect("read meta");
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&mp, &b).expect("write meta");
+    let s = open_memory_file(cfg(64), &p).expect("open");
+    assert!(!s.warm);
+    assert!(
+        s.log
+            .contains("another version (format 1, this memcrab reads 2)"),
+        "{}",
+        s.log
+    );
+    assert!(model.keys().all(|k| get(&s.seg, k).is_none()));
     drop(s);
     cleanup(&p);
 }

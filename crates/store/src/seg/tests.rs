@@ -19,6 +19,7 @@ fn engine(limit: u64, evict: bool) -> (Seg, Arc<Clock>) {
         evict,
         use_cas: true,
         item_size_max: 1024 * 1024,
+        hash_seed: None,
     };
     (Seg::new(cfg, Arc::clone(&clock)), clock)
 }

@@ -1,0 +1,199 @@
+//! The index's unit tests: growth, shrinking, the byte count, and what a partition
+//! does when its table cannot grow.
+
+use super::*;
+use std::collections::HashMap;
+
+fn h(i: u64) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(7).hash_one(i)
+}
+
+#[test]
+fn insert_find_remove_and_grow() {
+    let idx = Index::new();
+    // Fake "segments": location i ↔ key i.
+    let n = 50_000u64;
+    let mut hashes = HashMap::new();
+    for i in 1..=n {
+        let loc = Loc {
+            seg: (i % 1000 + 1) as u32,
+            off: ((i / 1000) * 4) as u32,
+        };
+        hashes.insert(loc, h(i));
+        let hi = h(i);
+        let mut l = idx.lock(hi);
+        assert!(l.find(hi, |x| x == loc).is_none());
+        l.insert(hi, loc, |x| hashes[&x]);
+        l.counts.items += 1;
+    }
+    assert_eq!(idx.counts().items, n);
+    let g = epoch::pin();
+    for (loc, hi) in &hashes {
+        assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
+    }
+    drop(g);
+    let (buckets, _) = idx.size();
+    let load = n as f64 / (buckets as f64 * 8.0);
+    assert!(
+        load > 0.6,
+        "two-choice tables should fill well: load {load}"
+    );
+    for (loc, hi) in &hashes {
+        let mut l = idx.lock(*hi);
+        let pos = l.find_loc(*hi, *loc).expect("linked");
+        l.remove(pos);
+    }
+    let g = epoch::pin();
+    for (loc, hi) in &hashes {
+        assert_eq!(idx.find(*hi, &g, |x| x == *loc), None);
+    }
+}
+
+/// Links `n` items into partition 0 (hashes with its partition bits) and
+/// returns each one's hash by location, for `rehash`.
+fn fill_partition_0(idx: &Index, n: u64) -> HashMap<Loc, u64> {
+    let mut hashes = HashMap::new();
+    for i in 1..=n {
+        let hi = h(i) & !(0xfff << PARTITION_SHIFT);
+        let loc = Loc {
+            seg: (i % 1000 + 1) as u32,
+            off: ((i / 1000) * 4) as u32,
+        };
+        hashes.insert(loc, hi);
+        let mut l = idx.lock(hi);
+        l.insert(hi, loc, |x| hashes[&x]);
+        l.counts.items += 1;
+    }
+    hashes
+}
+
+/// A table left mostly empty shrinks, keeping every item findable.
+#[test]
+fn mostly_empty_tables_shrink() {
+    let idx = Index::new();
+    let hashes = fill_partition_0(&idx, 5_000);
+    let big = (idx.table_word(0) >> 48) as usize;
+    assert!(!idx.lock_part(0).shrink(|x| hashes[&x]), "full: no shrink");
+    // Remove all but every tenth item.
+    let mut kept = Vec::new();
+    for (k, (loc, hi)) in hashes.iter().enumerate() {
+        if k % 10 == 0 {
+            kept.push((*loc, *hi));
+            continue;
+        }
+        let mut l = idx.lock(*hi);
+        let pos = l.find_loc(*hi, *loc).expect("linked");
+        l.remove(pos);
+        l.counts.items -= 1;
+    }
+    assert!(idx.lock_part(0).shrink(|x| hashes[&x]));
+    let small = (idx.table_word(0) >> 48) as usize;
+    assert!(small * 4 < big, "{big} -> {small} buckets");
+    let g = epoch::pin();
+    for (loc, hi) in &kept {
+        assert_eq!(idx.find(*hi, &g, |x| x == *loc), Some(*loc));
+    }
+    drop(g);
+    // About half full now: no second shrink.
+    assert!(!idx.lock_part(0).shrink(|x| hashes[&x]));
+    epoch::wait_quiescent(epoch::advance());
+    idx.collect();
+    let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(small)) as u64;
+    assert_eq!(idx.bytes(), expected);
+}
+
+/// The byte count covers exactly the tables held: once readers are gone, the
+/// retired ones are freed and leave it, and large tables fill whole pages.
+#[test]
+fn bytes_count_the_tables_held() {
+    let idx = Index::new();
+    let start = idx.bytes();
+    assert_eq!(start, (PARTITIONS * INITIAL_BUCKETS * 64) as u64);
+    // Enough items in one partition for mapped tables.
+    fill_partition_0(&idx, 5_000);
+    // Other tests' readers (same process) may be pinned: wait them out.
+    epoch::wait_quiescent(epoch::advance());
+    idx.collect();
+    let word = idx.table_word(0);
+    let len = (word >> 48) as usize;
+    assert!(len >= MAP_MIN_BUCKETS, "{len} buckets");
+    assert_eq!(len, table_len(len), "a mapped table fills its pages");
+    let expected = ((PARTITIONS - 1) * INITIAL_BUCKETS * 64 + table_bytes(len)) as u64;
+    assert_eq!(idx.bytes(), expected);
+    assert_eq!(idx.size().1, expected);
+}
+
+/// Hash flooding with the seed known, at the index: keys whose hashes share the
+/// partition and the 32 bucket bits fill their two buckets, and growth never
+/// separates them. The partition grows its table once, to the largest size, in
+/// one bounded series of rebuilds; from then on each further colliding insert
+/// drops one slot of the first bucket (returned, for the engine to count as an
+/// eviction) without rebuilding anything. Nothing loops, nothing panics, the
+/// colliding keys never hold more than their two buckets, and keys of other
+/// buckets in the partition still go in and are found.
+#[test]
+fn colliding_hashes_grow_a_table_once_then_displace() {
+    let idx = Index::new();
+    let class = 0x0000_0000_9e37_79b9u64; // partition 0, fixed bucket bits
+    let hashes: Vec<u64> = (0..100u64).map(|i| class | (i + 1) << 32).collect();
+    assert!(hashes.iter().all(|&h| same_buckets_everywhere(h, class)));
+    let loc = |i: usize| Loc {
+        seg: i as u32 + 1,
+        off: 0,
+    };
+    let by_loc: HashMap<Loc, u64> = hashes
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| (loc(i), h))
+        .collect();
+    let mut displaced = Vec::new();
+    let mut rebuilds_after = Vec::new();
+    for (i, &h) in hashes.iter().enumerate() {
+        let mut l = idx.lock(h);
+        if let Some(v) = l.insert(h, loc(i), |x| by_loc[&x]) {
+            displaced.push(v);
+        }
+        drop(l);
+        rebuilds_after.push(idx.rebuild_counts().0);
+    }
+    let table = (idx.table_word(0) >> 48) as usize;
+    assert_eq!(
+        table, MAX_BUCKETS,
+        "the flood drove the table to its largest size"
+    );
+    let first_overflow = SLOTS_PER_BUCKET * 2;
+    let grown = rebuilds_after[first_overflow];
+    assert!(grown > 0 && grown < 64, "{grown} rebuilds");
+    assert_eq!(
+        *rebuilds_after.last().expect("inserts"),
+        grown,
+        "rebuilds after the table reached its largest size"
+    );
+    assert_eq!(displaced.len(), hashes.len() - first_overflow);
+    // What is left of the class: exactly its two buckets' worth, all findable.
+    let g = epoch::pin();
+    let found = hashes
+        .iter()
+        .enumerate()
+        .filter(|&(i, &h)| idx.find(h, &g, |x| x == loc(i)).is_some())
+        .count();
+    assert_eq!(found, first_overflow);
+    drop(g);
+    // Other keys of the partition are unaffected.
+    for i in 0..1000u64 {
+        let other = h(i) & !(0xfff << PARTITION_SHIFT);
+        let at = Loc {
+            seg: 1000 + i as u32,
+            off: 4,
+        };
+        let mut l = idx.lock(other);
+        assert!(
+            l.insert(other, at, |x| by_loc[&x]).is_none(),
+            "other key {i} displaced"
+        );
+        drop(l);
+        let g = epoch::pin();
+        assert_eq!(idx.find(other, &g, |x| x == at), Some(at));
+    }
+}
