@@ -1,7 +1,7 @@
 //! What the fuzzer does not compare, in one place: [`MASKS`] (reply bytes rewritten
 //! or compared loosely) and [`AVOIDED`] (requests never generated, because the two
-//! servers legitimately answer them differently or nondeterministically). README.md's
-//! "Differential fuzzer" list is the same list (a test checks that it names each).
+//! servers legitimately answer them differently or nondeterministically).
+//! docs/compatibility.md's mask list is the same list (a test checks that it names each).
 //!
 //! [`mask`] turns one segment's raw reply into the compared form: text with the
 //! masked fields replaced by placeholders, and the remaining TTLs it saw on the side

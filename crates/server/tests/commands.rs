@@ -690,7 +690,7 @@ fn long_lines(s: &Server) {
     set.extend_from_slice(b"\r\n");
     c.send(&set);
     // memcached drops the refusal it had not sent yet when it closes (see the
-    // README's accepted differences: "replies lost to a close"); memcrab sends it.
+    // docs/compatibility.md: "replies lost to a close"); memcrab sends it.
     if !common::against_memcached() {
         c.expect(BAD_FORMAT);
     }

@@ -3,7 +3,7 @@
 //! (a refused command line: its data block is then read as lines) and never where it
 //! does not (a value over `-I` is swallowed; a refused binary request closes the
 //! connection). The values are made of requests (`get smuggled`), so a reply to one
-//! shows a value run as commands. Issue 10's "cas desync" (a `cas` with a
+//! shows a value run as commands. The "cas desync" (a `cas` with a
 //! non-numeric unique and a length over `-I`) is one of the cases.
 //!
 //! Every case passes against memcached too
@@ -91,7 +91,7 @@ fn text_storage_error_paths() {
             true,
         );
     }
-    // cas: a non-numeric unique (issue 10's desync) and a missing one.
+    // cas: a non-numeric unique (the cas desync) and a missing one.
     text_case(
         &mut c,
         &format!("cas k 0 0 {n} abc"),
@@ -106,7 +106,7 @@ fn text_storage_error_paths() {
     );
 }
 
-/// Issue 10's desync with a value that is one line longer than memcached's 16 KiB
+/// The cas desync with a value that is one line longer than memcached's 16 KiB
 /// read buffer: memcached closes the connection instead of running it. (A line of
 /// 2049 to 16383 bytes is run or closed depending on how the reads were chunked.)
 #[test]
@@ -117,7 +117,7 @@ fn refused_cas_with_a_long_unbroken_value_closes() {
         let line = format!("cas k 0 0 {} abc\r\n", value.len());
         c.send(&cat(&[line.as_bytes(), &value, b"\r\nversion\r\n"]));
         // memcached drops the refusal it had not sent when it closes; memcrab sends
-        // it (README: "replies lost to a close").
+        // it (docs/compatibility.md: "replies lost to a close").
         if !common::against_memcached() {
             c.expect(BAD_FORMAT);
         }

@@ -3,7 +3,7 @@
 //! `stats` shows the evictions that made room. And overwrites do not grow memory
 //! toward a large `-m` (the segment engine's compaction before growth).
 //!
-//! The bound holds for every item size (issue 14): the `bound_*` tests write tiny
+//! The bound holds for every item size: the `bound_*` tests write tiny
 //! items (1-byte values under 10- and 250-byte keys, where the index costs as much as
 //! the items), 100-byte values, values at `-I`, and a churn of mixed sizes, each at
 //! `-m 16` and `-m 64` with eviction and under `-M`, and compare the peak resident

@@ -1,4 +1,4 @@
-//! Warm restart (`-e <file>`, issue 11) end to end: the real binary, stopped with
+//! Warm restart (`-e <file>`) end to end: the real binary, stopped with
 //! SIGUSR1 or `shutdown graceful` and started again on the same memory file.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Zero-copy values (issue 13 part 2): values of at least `-o value_lend_min` bytes
+//! Zero-copy values: values of at least `-o value_lend_min` bytes
 //! are sent from item memory (writev over epoll, SENDMSG over io_uring) while the
 //! store's leases keep it alive. Over real sockets against the real binary:
 //!
