@@ -63,6 +63,8 @@ pub const MEMCRAB_GENERAL: &[(&str, &str, Kind, &str)] = &[
     ("hash_power_level", "memcrab_hash_power_level", G, "The index size as a power of two (stats hash_power_level)."),
     ("hash_bytes", "memcrab_hash_bytes", G, "Bytes of the index (stats hash_bytes)."),
     ("hash_is_expanding", "memcrab_hash_is_expanding", G, "1 while the index grows (stats hash_is_expanding)."),
+    ("memcrab_index_rebuilds", "memcrab_index_rebuilds_total", C, "Index partition tables rebuilt to grow or shrink (stats memcrab_index_rebuilds)."),
+    ("memcrab_index_rehashed_items", "memcrab_index_rehashed_items_total", C, "Items re-read by index rebuilds (stats memcrab_index_rehashed_items)."),
     ("limit_used_bytes", "memcrab_limit_used_bytes", G, "Bytes charged against limit_maxbytes: segments and index (stats limit_used_bytes)."),
     ("values_lent", "memcrab_values_lent_total", C, "Values sent from item memory instead of copied (stats values_lent)."),
     ("lent_segment_bytes", "memcrab_lent_segment_bytes", G, "Bytes of the segments that lent values hold (stats lent_segment_bytes)."),
