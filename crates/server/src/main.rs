@@ -55,7 +55,7 @@ use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
 use crate::admin::{slab, watch};
-use crate::io::{handoff, net, tls, udp, uring, worker};
+use crate::io::{epoll, handoff, net, tls, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
 use crate::startup::{listen, service, settings};
@@ -395,7 +395,7 @@ fn start_workers(
         handles.push(
             thread::Builder::new()
                 .name(format!("worker-{id}"))
-                .spawn(move || crate::io::run(w, io))?,
+                .spawn(move || drive(w, io))?,
         );
     }
     let _ = server.wakers.set(wakers);
@@ -404,6 +404,20 @@ fn start_workers(
         to_workers,
         handles,
     })
+}
+
+/// A worker thread's life on the driver `io` names. io_uring hands the worker back
+/// when its ring cannot be set up or fails at run time (having closed the
+/// connections on it); the epoll driver then serves it from there on.
+fn drive(w: worker::Worker, io: IoKind) {
+    let w = match io {
+        IoKind::Uring => match uring::run(w) {
+            Some(w) => w,
+            None => return,
+        },
+        IoKind::Epoll => w,
+    };
+    epoll::run(w);
 }
 
 /// The signal thread: SIGHUP reloads (users and TLS certificates); SIGUSR1 is

@@ -3,9 +3,10 @@
 //! framing, TLS, and a connection's output.
 //!
 //! ```text
-//!   mod.rs      run: a worker on the driver asked for; io_uring hands over to epoll
 //!   epoll.rs    the epoll driver        uring/   the io_uring driver (its files:
-//!        └── neither imports the other ──┘       uring/mod.rs)
+//!        └── neither imports the other ──┘       uring/mod.rs); a worker thread
+//!                                                runs one, and when io_uring gives
+//!                                                its worker back, epoll takes it on
 //!   worker.rs   what both drivers share: a worker's parts and Ctx, opening and
 //!               closing a connection, poll registration, the idle test, UDP dispatch
 //!   stream.rs   a socket (net.rs's Stream) as a connection's Wire
@@ -27,19 +28,3 @@ pub mod tls;
 pub mod udp;
 pub mod uring;
 pub mod worker;
-
-use crate::startup::settings::IoKind;
-
-/// Runs a worker thread on the driver `io` names. io_uring hands the worker back
-/// when its ring cannot be set up or fails at run time (having closed the
-/// connections on it); the epoll driver then serves it from there on.
-pub fn run(w: worker::Worker, io: IoKind) {
-    let w = match io {
-        IoKind::Uring => match uring::run(w) {
-            Some(w) => w,
-            None => return,
-        },
-        IoKind::Epoll => w,
-    };
-    epoll::run(w);
-}
