@@ -155,7 +155,7 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
         let mut tsv = format!(
             "# shape={name} requests={} warmup_index={warmup} window_reads={window_reads} mem_mb={} span_secs={}\n\
              server\tmiss_ratio\treads\tmisses\tserver_gets\tserver_hits\tcurr_items\t\
-             resident_items\tresident_bytes\tevictions\texpired_unfetched\treclaimed\n",
+             resident_items\tresident_bytes\tevictions\texpired_unfetched\treclaimed\tcrawler_reclaimed\n",
             st.requests,
             a.mem_mb,
             trace.reqs.last().map_or(0, |r| r.time_secs)
@@ -166,10 +166,10 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
         }
         if !a.server_cmds.is_empty() {
             println!(
-                "| server (-m {}) | miss ratio | reads counted | misses | curr_items | held: items | held: key+value MB | evictions | expired_unfetched | reclaimed | replay s |",
+                "| server (-m {}) | miss ratio | reads counted | misses | curr_items | held: items | held: key+value MB | evictions | expired_unfetched | reclaimed | crawler_reclaimed | replay s |",
                 a.mem_mb
             );
-            println!("|---|---|---|---|---|---|---|---|---|---|---|");
+            println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         }
         for (i, s) in a.server_cmds.iter().enumerate() {
             let (sname, cmd) = split_name(s, i);
@@ -178,7 +178,7 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("replay against {sname}"))?;
             drop(server);
             println!(
-                "| {sname} | {:.4} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.0} |",
+                "| {sname} | {:.4} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} |",
                 o.miss_ratio(),
                 o.reads,
                 o.misses,
@@ -188,11 +188,12 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
                 o.evictions,
                 o.expired_unfetched,
                 o.reclaimed,
+                o.crawler_reclaimed,
                 o.secs
             );
             let _ = writeln!(
                 tsv,
-                "{sname}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "{sname}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 o.miss_ratio(),
                 o.reads,
                 o.misses,
@@ -203,7 +204,8 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
                 o.resident_bytes,
                 o.evictions,
                 o.expired_unfetched,
-                o.reclaimed
+                o.reclaimed,
+                o.crawler_reclaimed
             );
             if a.check {
                 anyhow::ensure!(

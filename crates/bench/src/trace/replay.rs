@@ -146,11 +146,14 @@ pub struct Outcome {
     /// `get_hits + get_misses` and `get_hits` over the counted window, from `stats`.
     pub server_gets: u64,
     pub server_hits: u64,
-    /// At the end: `curr_items`, `evictions`, `expired_unfetched`, `reclaimed`.
+    /// At the end: `curr_items`; live items evicted (`evictions`); expired items
+    /// whose memory was taken back on store (`reclaimed`) or by the crawler
+    /// (`crawler_reclaimed`), and expired items never read (`expired_unfetched`).
     pub curr_items: u64,
     pub evictions: u64,
     pub expired_unfetched: u64,
     pub reclaimed: u64,
+    pub crawler_reclaimed: u64,
     /// Distinct keys the probe found, and their key + value bytes.
     pub resident_items: u64,
     pub resident_bytes: u64,
@@ -243,6 +246,7 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
     o.evictions = stat(&after, "evictions");
     o.expired_unfetched = stat(&after, "expired_unfetched");
     o.reclaimed = stat(&after, "reclaimed");
+    o.crawler_reclaimed = stat(&after, "crawler_reclaimed");
     probe(trace, &mut c, &mut o)?;
     Ok(o)
 }
