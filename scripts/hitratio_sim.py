@@ -10,9 +10,11 @@ Same requests, same counting as the replay (crates/bench/src/trace/replay.rs):
   answers NOT_STORED and bumps the item, as a simulated hit does);
 - `cas` (replayed as `replace`) is `cache.get(req)` only when the object is present.
 Object size is key + value bytes. The capacity is a judgment, stated in
-docs/benchmarks.md: each server's capacity is the key + value bytes it held at the
-end of its replay (its `-m` less its own overheads), so the simulation asks what
-each policy does with the memory that server had for data.
+docs/benchmarks.md: each server's capacity is the key + value bytes it held over
+the counted window (its mean `curr_items`, sampled with `stats`, times the mean
+key + value bytes of the items it held at the end): its `-m` less its own
+overheads. The simulation asks what each policy does with the memory that server
+had for data.
 
 TTLs: libcachesim's policies here ignore a request's TTL. When a trace's TTLs
 expire within it (`memcrab-bench trace --ttl-divisor`), this harness expires
@@ -113,7 +115,7 @@ def main():
         print("|---|---|---|" + "---|" * len(POLICIES) + "---|")
         results = {}
         for s in servers:
-            cap = int(s["resident_bytes"])
+            cap = int(s["capacity_bytes"])
             sims = {}
             for name, make in POLICIES:
                 t0 = time.time()

@@ -155,7 +155,7 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
         let mut tsv = format!(
             "# shape={name} requests={} warmup_index={warmup} window_reads={window_reads} mem_mb={} span_secs={}\n\
              server\tmiss_ratio\treads\tmisses\tserver_gets\tserver_hits\tcurr_items\t\
-             resident_items\tresident_bytes\tevictions\texpired_unfetched\treclaimed\tcrawler_reclaimed\n",
+             resident_items\tresident_bytes\tcurr_items_mean\tcapacity_bytes\tevictions\texpired_unfetched\treclaimed\tcrawler_reclaimed\n",
             st.requests,
             a.mem_mb,
             trace.reqs.last().map_or(0, |r| r.time_secs)
@@ -166,7 +166,7 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
         }
         if !a.server_cmds.is_empty() {
             println!(
-                "| server (-m {}) | miss ratio | reads counted | misses | curr_items | held: items | held: key+value MB | evictions | expired_unfetched | reclaimed | crawler_reclaimed | replay s |",
+                "| server (-m {}) | miss ratio | reads counted | misses | curr_items: end, mean | held at end: items, key+value MB | capacity MB | evictions | expired_unfetched | reclaimed | crawler_reclaimed | replay s |",
                 a.mem_mb
             );
             println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -178,13 +178,15 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("replay against {sname}"))?;
             drop(server);
             println!(
-                "| {sname} | {:.4} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} |",
+                "| {sname} | {:.4} | {} | {} | {}, {:.0} | {}, {:.2} | {:.2} | {} | {} | {} | {} | {:.0} |",
                 o.miss_ratio(),
                 o.reads,
                 o.misses,
                 o.curr_items,
+                o.curr_items_mean,
                 o.resident_items,
                 o.resident_bytes as f64 / 1e6,
+                o.capacity_bytes() as f64 / 1e6,
                 o.evictions,
                 o.expired_unfetched,
                 o.reclaimed,
@@ -193,7 +195,7 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
             );
             let _ = writeln!(
                 tsv,
-                "{sname}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "{sname}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.0}\t{}\t{}\t{}\t{}\t{}",
                 o.miss_ratio(),
                 o.reads,
                 o.misses,
@@ -202,6 +204,8 @@ pub fn main(a: TraceArgs) -> anyhow::Result<()> {
                 o.curr_items,
                 o.resident_items,
                 o.resident_bytes,
+                o.curr_items_mean,
+                o.capacity_bytes(),
                 o.evictions,
                 o.expired_unfetched,
                 o.reclaimed,

@@ -26,6 +26,8 @@ use anyhow::{bail, Context};
 use super::gen::Trace;
 
 const BATCH_MAX: usize = 64;
+/// Counted requests between two `stats` samples of `curr_items`.
+const SAMPLE_EVERY: usize = 20_000;
 /// Keys per multi-key `get` when probing what the server holds.
 /// (24 keys of at most 62 bytes keep the line under 2 KB, memcached's ordinary line.)
 const PROBE_KEYS: usize = 24;
@@ -157,12 +159,23 @@ pub struct Outcome {
     /// Distinct keys the probe found, and their key + value bytes.
     pub resident_items: u64,
     pub resident_bytes: u64,
+    /// `curr_items`, averaged over samples every `SAMPLE_EVERY` counted requests.
+    pub curr_items_mean: f64,
     pub secs: f64,
 }
 
 impl Outcome {
     pub fn miss_ratio(&self) -> f64 {
         self.misses as f64 / self.reads.max(1) as f64
+    }
+
+    /// The key + value bytes the server held on average over the counted window:
+    /// the mean `curr_items` times the mean key + value bytes of what it held at
+    /// the end (the probe cannot run during the window: a get changes what a
+    /// policy keeps).
+    pub fn capacity_bytes(&self) -> u64 {
+        let per_item = self.resident_bytes as f64 / self.resident_items.max(1) as f64;
+        (self.curr_items_mean * per_item) as u64
     }
 }
 
@@ -177,9 +190,15 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
     let mut hits = Vec::with_capacity(BATCH_MAX);
     let mut i = 0;
     let n = trace.reqs.len();
+    let mut next_sample = warmup;
+    let mut samples = Vec::new();
     while i < n {
         if i >= warmup && before.is_none() {
             before = Some(c.stats()?);
+        }
+        if i >= next_sample {
+            samples.push(stat(&c.stats()?, "curr_items") as f64);
+            next_sample = i + SAMPLE_EVERY;
         }
         if paced {
             let due = Duration::from_secs(u64::from(trace.reqs[i].time_secs));
@@ -247,6 +266,8 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
     o.expired_unfetched = stat(&after, "expired_unfetched");
     o.reclaimed = stat(&after, "reclaimed");
     o.crawler_reclaimed = stat(&after, "crawler_reclaimed");
+    samples.push(o.curr_items as f64);
+    o.curr_items_mean = samples.iter().sum::<f64>() / samples.len() as f64;
     probe(trace, &mut c, &mut o)?;
     Ok(o)
 }
