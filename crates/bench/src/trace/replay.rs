@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::gen::Trace;
+use super::shape::Op;
 
 const BATCH_MAX: usize = 64;
 /// Counted requests between two `stats` samples of `curr_items`.
@@ -217,7 +218,6 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
             let mut name = Vec::new();
             trace.key_name(r.key, &mut name);
             let m = trace.meta(r.key);
-            use super::shape::Op;
             match r.op {
                 Op::Get | Op::Gets => {
                     c.out
