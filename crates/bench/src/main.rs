@@ -14,6 +14,8 @@
 //!   requests.
 //! - `compare` launches servers from command lines, pinned, runs the same workload
 //!   on each in alternating rounds, and reports medians and ratios.
+//! - `trace` generates traces shaped like Twitter's production clusters, replays
+//!   them against servers and writes them for libcachesim (trace/).
 //! - `floor` is a do-nothing responder: the machine's floor, on epoll (floor.rs) or
 //!   io_uring (`--io uring`, floor_uring.rs).
 
@@ -25,6 +27,7 @@ mod plot;
 mod run;
 mod storage;
 mod summary;
+mod trace;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +51,8 @@ enum Cmd {
     Compare(compare::CompareArgs),
     /// Storage efficiency: bytes per item, hit ratio at equal memory, calcification.
     Storage(storage::StorageArgs),
+    /// Hit ratio on traces shaped like Twitter's clusters, for an oracle's comparison.
+    Trace(trace::TraceArgs),
     /// Serve as a do-nothing responder (the machine's floor) until killed.
     Floor {
         /// Port to listen on (127.0.0.1).
@@ -97,6 +102,7 @@ fn main() {
             }),
         Cmd::Compare(a) => compare::main(a),
         Cmd::Storage(a) => storage::main(a),
+        Cmd::Trace(a) => trace::main(a),
         Cmd::Floor { port, io } => {
             // Bound here for both designs, and said on stdout once it listens: a
             // script or test waits for that line instead of polling the port.
