@@ -19,21 +19,24 @@
 //! encryption for a 16-byte key. With the seed known the MAC is trivially
 //! invertible (decrypt), which is how the hash-flooding test builds its keys.
 //!
-//! AES is RustCrypto's `aes` crate (`Aes128Enc`: it detects AES-NI, or ARMv8's
-//! AES, at run time); the chain runs inside its backend, one dispatch per key
-//! (`Cbc`). Without hardware AES the same seed keys SipHash-1-3 instead (the
-//! `siphasher` crate; Rust's `HashMap` hash, a PRF by design), about 150
-//! instructions per short key: the crate's software AES is constant-time but
-//! slower than that.
+//! Without AES-NI (another architecture, or an x86-64 without it) the same seed
+//! keys SipHash-1-3 instead (Rust's `HashMap` hash, a PRF by design; the
+//! `siphasher` crate), about 150 instructions per short key.
+//!
+//! The AES is hand-written on the intrinsics, not RustCrypto's `aes` crate: the
+//! same construction on that crate (its run-time dispatch once per key) cost
+//! +0.4% / +1.2% / +2.1% instructions per request on W1 / W2 / W3
+//! (`docs/security.md`, "Hash flooding"), above the +0.5% the project allows for
+//! a crate in place of code of its own.
 //!
 //! Locks: none. Imports: nothing of the engine's.
 
-use aes::cipher::{
-    consts::U16, BlockCipherEncBackend, BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser,
-    KeyInit,
-};
-use aes::{Aes128Enc, Block};
 use siphasher::sip::SipHasher13;
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{
+    __m128i, _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aeskeygenassist_si128, _mm_cvtsi128_si64,
+    _mm_loadu_si128, _mm_set_epi64x, _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
+};
 
 /// The index hash under one seed.
 pub struct KeyHasher {
@@ -42,6 +45,7 @@ pub struct KeyHasher {
 }
 
 enum Imp {
+    #[cfg(target_arch = "x86_64")]
     Aes(Box<AesMac>),
     Sip(SipHasher13),
 }
@@ -55,13 +59,13 @@ impl KeyHasher {
 
     /// A hasher under `seed` (a warm restart's saved one, or a test's).
     pub fn with_seed(seed: u128) -> KeyHasher {
-        // The `aes` crate falls back to a bitsliced software AES without AES-NI
-        // (or ARMv8's AES): constant-time but several times SipHash's cost, so
-        // such a CPU gets SipHash-1-3 instead.
-        if aes::hardware_accelerated() {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("aes") {
+            // SAFETY: the CPU has AES-NI (just checked).
+            let mac = unsafe { AesMac::new(seed) };
             return KeyHasher {
                 seed,
-                imp: Imp::Aes(Box::new(AesMac::new(seed))),
+                imp: Imp::Aes(Box::new(mac)),
             };
         }
         KeyHasher::sip(seed)
@@ -83,6 +87,7 @@ impl KeyHasher {
     /// Which function the seed keys, for the restart check ("aes" or "sip13").
     pub fn algorithm(&self) -> &'static str {
         match self.imp {
+            #[cfg(target_arch = "x86_64")]
             Imp::Aes(_) => "aes",
             Imp::Sip(_) => "sip13",
         }
@@ -91,7 +96,9 @@ impl KeyHasher {
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
         match &self.imp {
-            Imp::Aes(m) => m.mac(key),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an `Aes` hasher is made only on a CPU with AES-NI.
+            Imp::Aes(m) => unsafe { m.mac(key) },
             Imp::Sip(h) => h.hash(key),
         }
     }
@@ -123,156 +130,124 @@ fn os_seed() -> u128 {
     u128::from_le_bytes(b)
 }
 
-/// AES-128 under the seed, and the encrypted length blocks.
+/// AES-128 round keys and the encrypted length blocks.
+#[cfg(target_arch = "x86_64")]
 struct AesMac {
-    cipher: Aes128Enc,
+    rk: [__m128i; 11],
     /// E(length block) for lengths 0..=255: a key's first CBC step.
-    by_len: [[u8; 16]; 256],
+    by_len: [__m128i; 256],
 }
 
+#[cfg(target_arch = "x86_64")]
+macro_rules! expand_key {
+    ($k:expr, $rcon:expr) => {{
+        let k = $k;
+        let t = _mm_shuffle_epi32(_mm_aeskeygenassist_si128(k, $rcon), 0xff);
+        let k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+        let k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+        let k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+        _mm_xor_si128(k, t)
+    }};
+}
+
+#[cfg(target_arch = "x86_64")]
 impl AesMac {
-    fn new(seed: u128) -> AesMac {
-        let cipher = Aes128Enc::new(&seed.to_le_bytes().into());
-        let by_len = core::array::from_fn(|len| {
-            let mut b = Block::from(len_block(len));
-            cipher.encrypt_block(&mut b);
-            b.into()
-        });
-        AesMac { cipher, by_len }
+    /// # Safety
+    /// The CPU has AES-NI.
+    #[target_feature(enable = "aes")]
+    unsafe fn new(seed: u128) -> AesMac {
+        let k0 = _mm_set_epi64x((seed >> 64) as i64, seed as i64);
+        let k1 = expand_key!(k0, 0x01);
+        let k2 = expand_key!(k1, 0x02);
+        let k3 = expand_key!(k2, 0x04);
+        let k4 = expand_key!(k3, 0x08);
+        let k5 = expand_key!(k4, 0x10);
+        let k6 = expand_key!(k5, 0x20);
+        let k7 = expand_key!(k6, 0x40);
+        let k8 = expand_key!(k7, 0x80);
+        let k9 = expand_key!(k8, 0x1b);
+        let k10 = expand_key!(k9, 0x36);
+        let mut m = AesMac {
+            rk: [k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10],
+            by_len: [k0; 256],
+        };
+        for len in 0..256 {
+            // SAFETY: AES-NI, per the contract.
+            m.by_len[len] = unsafe { m.encrypt(len_block(len)) };
+        }
+        m
+    }
+
+    /// AES-128 encryption of one block.
+    ///
+    /// # Safety
+    /// The CPU has AES-NI.
+    #[target_feature(enable = "aes")]
+    #[inline]
+    unsafe fn encrypt(&self, x: __m128i) -> __m128i {
+        let mut x = _mm_xor_si128(x, self.rk[0]);
+        for k in &self.rk[1..10] {
+            x = _mm_aesenc_si128(x, *k);
+        }
+        _mm_aesenclast_si128(x, self.rk[10])
     }
 
     /// The CBC-MAC of `key` (see the module docs), low 64 bits.
-    #[inline]
-    fn mac(&self, key: &[u8]) -> u64 {
-        let mut out = 0;
-        // One call for the whole chain: the crate picks its AES-NI backend once
-        // per key, and the chain runs inside its `target_feature` function, where
-        // each block's encryption inlines to ten `aesenc`.
-        self.cipher.encrypt_with_backend(Cbc {
-            by_len: &self.by_len,
-            key,
-            out: &mut out,
-        });
-        out
-    }
-}
-
-/// The CBC chain over a key's length block and blocks, run by the cipher's
-/// backend (`BlockCipherEncrypt::encrypt_with_backend`).
-struct Cbc<'a> {
-    by_len: &'a [[u8; 16]; 256],
-    key: &'a [u8],
-    out: &'a mut u64,
-}
-
-impl BlockSizeUser for Cbc<'_> {
-    type BlockSize = U16;
-}
-
-impl BlockCipherEncClosure for Cbc<'_> {
-    #[inline]
-    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
-        let mut x = match self.by_len.get(self.key.len()) {
-            Some(x0) => Block::from(*x0),
-            None => {
-                let mut b = Block::from(len_block(self.key.len()));
-                backend.encrypt_block_inplace(&mut b);
-                b
-            }
+    ///
+    /// # Safety
+    /// The CPU has AES-NI.
+    #[target_feature(enable = "aes")]
+    unsafe fn mac(&self, key: &[u8]) -> u64 {
+        let mut x = match self.by_len.get(key.len()) {
+            Some(x) => *x,
+            // SAFETY: AES-NI, per the contract.
+            None => unsafe { self.encrypt(len_block(key.len())) },
         };
-        let (blocks, rest) = self.key.as_chunks::<16>();
-        for m in blocks {
-            xor(&mut x, m);
-            backend.encrypt_block_inplace(&mut x);
+        let mut blocks = key.chunks_exact(16);
+        for b in &mut blocks {
+            // SAFETY: `b` is 16 readable bytes; loadu needs no alignment.
+            let m = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+            // SAFETY: AES-NI, per the contract.
+            x = unsafe { self.encrypt(_mm_xor_si128(x, m)) };
         }
+        let rest = blocks.remainder();
         if !rest.is_empty() {
-            let t = u128::from_le_bytes(tail_block(rest));
-            x = Block::from((u128::from_le_bytes(x.into()) ^ t).to_le_bytes());
-            backend.encrypt_block_inplace(&mut x);
+            let mut last = [0u8; 16];
+            last[..rest.len()].copy_from_slice(rest);
+            // SAFETY: `last` is 16 readable bytes.
+            let m = unsafe { _mm_loadu_si128(last.as_ptr().cast()) };
+            // SAFETY: AES-NI, per the contract.
+            x = unsafe { self.encrypt(_mm_xor_si128(x, m)) };
         }
-        let mut low = [0u8; 8];
-        low.copy_from_slice(&x[..8]);
-        *self.out = u64::from_le_bytes(low);
+        _mm_cvtsi128_si64(x) as u64
     }
-}
-
-#[inline(always)]
-fn xor(x: &mut Block, m: &[u8; 16]) {
-    for (a, b) in x.iter_mut().zip(m) {
-        *a ^= b;
-    }
-}
-
-/// A key's last 1..=15 bytes, zero-padded to a block. Built from overlapping
-/// little-endian reads rather than a zeroed array and a copy: LLVM turns the
-/// latter into `memset` and `memcpy` calls, a third of a short key's cost.
-#[inline(always)]
-fn tail_block(rest: &[u8]) -> [u8; 16] {
-    let (lo, hi) = match rest.split_at_checked(8) {
-        Some((lo, hi)) => (le_u64(lo), partial_u64(hi)),
-        None => (partial_u64(rest), 0),
-    };
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&lo.to_le_bytes());
-    b[8..].copy_from_slice(&hi.to_le_bytes());
-    b
-}
-
-/// 0..=8 bytes as a little-endian u64, zero-extended.
-#[inline(always)]
-fn partial_u64(b: &[u8]) -> u64 {
-    let n = b.len();
-    if n >= 4 {
-        // Two 4-byte reads that overlap when n < 8; the overlap holds the same bytes.
-        let first = u64::from(le_u32(&b[..4]));
-        let last = u64::from(le_u32(&b[n - 4..]));
-        first | last << (8 * (n - 4))
-    } else if n > 0 {
-        u64::from(b[0])
-            | u64::from(b[n / 2]) << (8 * (n / 2))
-            | u64::from(b[n - 1]) << (8 * (n - 1))
-    } else {
-        0
-    }
-}
-
-#[inline(always)]
-fn le_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
-}
-
-#[inline(always)]
-fn le_u32(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[..4]);
-    u32::from_le_bytes(a)
 }
 
 /// The block that leads a key of `len` bytes: the length, little-endian, then zeros.
-fn len_block(len: usize) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&(len as u64).to_le_bytes());
-    b
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn len_block(len: usize) -> __m128i {
+    _mm_set_epi64x(0, len as i64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::Hasher;
 
     /// The fallback is the `siphasher` crate's SipHash-1-3 under the seed's two
-    /// halves, and that crate's SipHash-2-4 agrees with the standard library's.
+    /// halves (k0 the low one), that crate's SipHash-2-4 agrees with the standard
+    /// library's and with the reference vector, and its SipHash-1-3 gives the
+    /// hashes the hand-written code before it gave.
     #[test]
     #[allow(deprecated)]
     fn siphash_matches_crate_and_std() {
+        use std::hash::Hasher;
         let (k0, k1) = (0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
         let sip = KeyHasher::sip(u128::from(k1) << 64 | u128::from(k0));
         assert_eq!(sip.algorithm(), "sip13");
         let msg: Vec<u8> = (0..64u8).collect();
         for len in 0..msg.len() {
-            let mut h13 = siphasher::sip::SipHasher13::new_with_keys(k0, k1);
+            let mut h13 = SipHasher13::new_with_keys(k0, k1);
             h13.write(&msg[..len]);
             assert_eq!(sip.hash(&msg[..len]), h13.finish(), "len {len}");
             let mut std24 = std::hash::SipHasher::new_with_keys(k0, k1);
@@ -283,44 +258,65 @@ mod tests {
         // SipHash-2-4's first reference vector (the paper's key, empty message).
         let crate24 = siphasher::sip::SipHasher24::new_with_keys(k0, k1);
         assert_eq!(crate24.hash(b""), 0x726f_db47_dd0e_0e31);
+        // What the hand-written SipHash-1-3 this crate replaced gave, so that a
+        // warm restart's saved probe hash from a build before it still matches.
+        for (len, want) in [
+            (0, 0xabac_0158_050f_c4dc),
+            (1, 0xc9f4_9bf3_7d57_ca93),
+            (7, 0xd392_7d98_9bb1_1140),
+            (8, 0x3690_9511_8d29_9a8e),
+            (15, 0xd320_d86d_2a51_9956),
+            (16, 0xcc4f_dd1a_7d90_8b66),
+            (63, 0x9d19_9062_b7bb_b3a8),
+        ] {
+            assert_eq!(sip.hash(&msg[..len]), want, "len {len}");
+        }
     }
 
-    /// FIPS-197 appendix C.1: AES-128 of 00112233…ff under 000102…0f, with the
-    /// seed's bytes taken little-endian as the AES key.
+    /// FIPS-197 appendix C.1: AES-128 of 00112233…ff under 000102…0f.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn aes_matches_fips_197() {
+        if !std::is_x86_feature_detected!("aes") {
+            return;
+        }
         let key = u128::from_le_bytes(core::array::from_fn(|i| i as u8));
-        let mut b = Block::from(core::array::from_fn::<u8, 16, _>(|i| (i * 0x11) as u8));
-        AesMac::new(key).cipher.encrypt_block(&mut b);
+        let pt: [u8; 16] = core::array::from_fn(|i| (i * 0x11) as u8);
+        // SAFETY: AES-NI checked above; loads and stores of 16-byte arrays.
+        let ct: [u8; 16] = unsafe {
+            let m = AesMac::new(key);
+            let c = m.encrypt(_mm_loadu_si128(pt.as_ptr().cast()));
+            std::mem::transmute(c)
+        };
         let want = [
             0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4,
             0xc5, 0x5a,
         ];
-        assert_eq!(<[u8; 16]>::from(b), want);
+        assert_eq!(ct, want);
     }
 
     /// The MAC is CBC over the length block and the zero-padded key, whatever the
-    /// length (the precomputed first step and the slow path for long keys agree),
-    /// checked against the cipher's one-block API.
+    /// length (the precomputed first step and the slow path for long keys agree).
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn mac_is_cbc_over_length_and_key() {
+        if !std::is_x86_feature_detected!("aes") {
+            return;
+        }
         let key: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
-        let m = AesMac::new(0x1234_5678_9abc_def0_0fed_cba9_8765_4321);
-        for len in [0usize, 1, 15, 16, 17, 31, 32, 250, 255, 256, 300] {
-            let mut b = vec![0u8; 16 + len.div_ceil(16) * 16];
-            b[..8].copy_from_slice(&(len as u64).to_le_bytes());
-            b[16..16 + len].copy_from_slice(&key[..len]);
-            let mut x = [0u8; 16];
-            for c in b.chunks_exact(16) {
-                let mut blk = Block::default();
-                for i in 0..16 {
-                    blk[i] = x[i] ^ c[i];
+        // SAFETY: AES-NI checked above.
+        unsafe {
+            let m = AesMac::new(0x1234_5678_9abc_def0_0fed_cba9_8765_4321);
+            for len in [0usize, 1, 15, 16, 17, 31, 32, 250, 255, 256, 300] {
+                let mut b = vec![0u8; 16 + len.div_ceil(16) * 16];
+                b[..8].copy_from_slice(&(len as u64).to_le_bytes());
+                b[16..16 + len].copy_from_slice(&key[..len]);
+                let mut x = _mm_set_epi64x(0, 0);
+                for c in b.chunks_exact(16) {
+                    x = m.encrypt(_mm_xor_si128(x, _mm_loadu_si128(c.as_ptr().cast())));
                 }
-                m.cipher.encrypt_block(&mut blk);
-                x = blk.into();
+                assert_eq!(m.mac(&key[..len]), _mm_cvtsi128_si64(x) as u64, "len {len}");
             }
-            let want = u64::from_le_bytes(core::array::from_fn(|i| x[i]));
-            assert_eq!(m.mac(&key[..len]), want, "len {len}");
         }
     }
 
