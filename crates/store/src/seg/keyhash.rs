@@ -20,11 +20,18 @@
 //! invertible (decrypt), which is how the hash-flooding test builds its keys.
 //!
 //! Without AES-NI (another architecture, or an x86-64 without it) the same seed
-//! keys SipHash-1-3 instead (Rust's `HashMap` hash, a PRF by design), about 150
-//! instructions per short key.
+//! keys SipHash-1-3 instead (Rust's `HashMap` hash, a PRF by design; the
+//! `siphasher` crate), about 150 instructions per short key.
+//!
+//! The AES is hand-written on the intrinsics, not RustCrypto's `aes` crate: the
+//! same construction on that crate (its run-time dispatch once per key) cost
+//! +0.4% / +1.2% / +2.1% instructions per request on W1 / W2 / W3
+//! (`docs/security.md`, "Hash flooding"), above the +0.5% the project allows for
+//! a crate in place of code of its own.
 //!
 //! Locks: none. Imports: nothing of the engine's.
 
+use siphasher::sip::SipHasher13;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{
     __m128i, _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aeskeygenassist_si128, _mm_cvtsi128_si64,
@@ -40,10 +47,7 @@ pub struct KeyHasher {
 enum Imp {
     #[cfg(target_arch = "x86_64")]
     Aes(Box<AesMac>),
-    Sip {
-        k0: u64,
-        k1: u64,
-    },
+    Sip(SipHasher13),
 }
 
 impl KeyHasher {
@@ -64,12 +68,14 @@ impl KeyHasher {
                 imp: Imp::Aes(Box::new(mac)),
             };
         }
+        KeyHasher::sip(seed)
+    }
+
+    /// The SipHash-1-3 hasher under `seed`, whatever the CPU.
+    fn sip(seed: u128) -> KeyHasher {
         KeyHasher {
             seed,
-            imp: Imp::Sip {
-                k0: seed as u64,
-                k1: (seed >> 64) as u64,
-            },
+            imp: Imp::Sip(SipHasher13::new_with_keys(seed as u64, (seed >> 64) as u64)),
         }
     }
 
@@ -83,7 +89,7 @@ impl KeyHasher {
         match self.imp {
             #[cfg(target_arch = "x86_64")]
             Imp::Aes(_) => "aes",
-            Imp::Sip { .. } => "sip13",
+            Imp::Sip(_) => "sip13",
         }
     }
 
@@ -93,7 +99,7 @@ impl KeyHasher {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an `Aes` hasher is made only on a CPU with AES-NI.
             Imp::Aes(m) => unsafe { m.mac(key) },
-            Imp::Sip { k0, k1 } => sip13(*k0, *k1, key),
+            Imp::Sip(h) => h.hash(key),
         }
     }
 }
@@ -224,76 +230,46 @@ fn len_block(len: usize) -> __m128i {
     _mm_set_epi64x(0, len as i64)
 }
 
-#[inline(always)]
-fn sip_round(v: &mut [u64; 4]) {
-    v[0] = v[0].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(13) ^ v[0];
-    v[0] = v[0].rotate_left(32);
-    v[2] = v[2].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(16) ^ v[2];
-    v[0] = v[0].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(21) ^ v[0];
-    v[2] = v[2].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(17) ^ v[2];
-    v[2] = v[2].rotate_left(32);
-}
-
-/// SipHash-C-D of `m` under (k0, k1) (Aumasson and Bernstein), as `Hasher::write`
-/// of the bytes alone would give.
-fn sip<const C: usize, const D: usize>(k0: u64, k1: u64, m: &[u8]) -> u64 {
-    let mut v = [
-        k0 ^ 0x736f_6d65_7073_6575,
-        k1 ^ 0x646f_7261_6e64_6f6d,
-        k0 ^ 0x6c79_6765_6e65_7261,
-        k1 ^ 0x7465_6462_7974_6573,
-    ];
-    let compress = |v: &mut [u64; 4], x: u64| {
-        v[3] ^= x;
-        for _ in 0..C {
-            sip_round(v);
-        }
-        v[0] ^= x;
-    };
-    let mut words = m.chunks_exact(8);
-    for w in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        compress(&mut v, u64::from_le_bytes(a));
-    }
-    let rest = words.remainder();
-    let mut a = [0u8; 8];
-    a[..rest.len()].copy_from_slice(rest);
-    compress(&mut v, u64::from_le_bytes(a) | (m.len() as u64) << 56);
-    v[2] ^= 0xff;
-    for _ in 0..D {
-        sip_round(&mut v);
-    }
-    v[0] ^ v[1] ^ v[2] ^ v[3]
-}
-
-fn sip13(k0: u64, k1: u64, m: &[u8]) -> u64 {
-    sip::<1, 3>(k0, k1, m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The SipHash code, run as SipHash-2-4, agrees with the standard library's.
+    /// The fallback is the `siphasher` crate's SipHash-1-3 under the seed's two
+    /// halves (k0 the low one), that crate's SipHash-2-4 agrees with the standard
+    /// library's and with the reference vector, and its SipHash-1-3 gives the
+    /// hashes the hand-written code before it gave.
     #[test]
     #[allow(deprecated)]
-    fn siphash_matches_std() {
+    fn siphash_matches_crate_and_std() {
         use std::hash::Hasher;
+        let (k0, k1) = (0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+        let sip = KeyHasher::sip(u128::from(k1) << 64 | u128::from(k0));
+        assert_eq!(sip.algorithm(), "sip13");
         let msg: Vec<u8> = (0..64u8).collect();
         for len in 0..msg.len() {
-            let mut h =
-                std::hash::SipHasher::new_with_keys(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
-            h.write(&msg[..len]);
-            assert_eq!(
-                sip::<2, 4>(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908, &msg[..len]),
-                h.finish(),
-                "len {len}"
-            );
+            let mut h13 = SipHasher13::new_with_keys(k0, k1);
+            h13.write(&msg[..len]);
+            assert_eq!(sip.hash(&msg[..len]), h13.finish(), "len {len}");
+            let mut std24 = std::hash::SipHasher::new_with_keys(k0, k1);
+            std24.write(&msg[..len]);
+            let crate24 = siphasher::sip::SipHasher24::new_with_keys(k0, k1);
+            assert_eq!(crate24.hash(&msg[..len]), std24.finish(), "len {len}");
+        }
+        // SipHash-2-4's first reference vector (the paper's key, empty message).
+        let crate24 = siphasher::sip::SipHasher24::new_with_keys(k0, k1);
+        assert_eq!(crate24.hash(b""), 0x726f_db47_dd0e_0e31);
+        // What the hand-written SipHash-1-3 this crate replaced gave, so that a
+        // warm restart's saved probe hash from a build before it still matches.
+        for (len, want) in [
+            (0, 0xabac_0158_050f_c4dc),
+            (1, 0xc9f4_9bf3_7d57_ca93),
+            (7, 0xd392_7d98_9bb1_1140),
+            (8, 0x3690_9511_8d29_9a8e),
+            (15, 0xd320_d86d_2a51_9956),
+            (16, 0xcc4f_dd1a_7d90_8b66),
+            (63, 0x9d19_9062_b7bb_b3a8),
+        ] {
+            assert_eq!(sip.hash(&msg[..len]), want, "len {len}");
         }
     }
 
