@@ -82,6 +82,8 @@ pub fn execute(
                 _ => {
                     t.crawler_starts.fetch_add(1, Ordering::Relaxed);
                     if kind != CrawlKind::Crawl {
+                        // memcached 1.6.43: a dump that starts answers OK first.
+                        out.extend_from_slice(reply::OK);
                         *walk = Some(WalkCursor::default());
                         return dump(kind, classes, cx, out, walk, out_limit);
                     }
@@ -186,8 +188,8 @@ pub fn execute(
     }
 }
 
-/// One turn of a key dump (see the module docs): lines for the live items of
-/// `classes` from where `walk` stands, then `END` (metadump) or `EN` (mgdump) once
+/// One turn of a key dump (see the module docs; its leading `OK` is written when it
+/// starts): lines for the live items of `classes` from where `walk` stands, then `END` (metadump) or `EN` (mgdump) once
 /// the walk is over.
 fn dump(
     kind: CrawlKind,
@@ -213,7 +215,9 @@ fn dump(
                 clock.to_unix(w.exptime)
             };
             let la = clock.to_unix(w.atime);
-            reply::metadump_line(out, w.key, exp, la, w.cas, w.fetched, w.class, w.size);
+            reply::metadump_line(
+                out, w.key, exp, la, w.cas, w.fetched, w.class, w.size, w.flags,
+            );
         }
         shown += 1;
         out.len() <= out_limit && shown < DUMP_ITEMS_PER_TURN

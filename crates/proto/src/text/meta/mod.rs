@@ -21,16 +21,16 @@
 //! child of `text` and reads only what sits below it there (the tokenizer in
 //! `token.rs`, `Config` in `config.rs`), never the classic parser. Keys and values
 //! borrow from the input; a base64 key (`b`) is decoded into a small buffer on the
-//! stack ([`KeyBuf`]). One deliberate extension over 1.6.18: the `E` flag (explicit
-//! new CAS, newer protocol.txt) is accepted; 1.6.18 answers `CLIENT_ERROR invalid
-//! flag`.
+//! stack ([`KeyBuf`]). The flags are memcached 1.6.45's: `E` (explicit new CAS,
+//! 1.6.27) and `x` (empty the value, 1.6.27) are accepted where 1.6.18 answers
+//! `CLIENT_ERROR invalid flag`, and `F` over 2^32-1 is refused where 1.6.18 wrapped it.
 //!
 //! Errors memcached reports only after touching the item (`mg`/`ma` with an opaque
 //! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
 
 use super::config::{item_size_ok, Config};
 use super::token::Tokens;
-use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use crate::num::{safe_strtol, safe_strtoull, NotANumber};
 use memcrab_limits::KEY_MAX_LEN;
 
 pub mod client;
@@ -81,6 +81,9 @@ pub struct Flags<'a> {
     pub initial: u64,
     /// `D<delta>` (1 when absent).
     pub delta: u64,
+    /// `x`: `md` empties the value and keeps the item (memcached 1.6.27); the other
+    /// commands accept it and ignore it.
+    pub remove_value: bool,
 }
 
 impl<'a> Flags<'a> {
@@ -100,6 +103,7 @@ impl<'a> Flags<'a> {
             mode: None,
             initial: 0,
             delta: 1,
+            remove_value: false,
         }
     }
 
@@ -414,10 +418,13 @@ fn preparse<'a>(
             b'v' => f.value = true,
             b'u' => f.no_bump = true,
             b'q' => f.quiet = true,
-            b'F' => match safe_strtoul(arg) {
-                Ok(v) => f.client_flags = v,
+            // 32-bit client flags, memcached's default build (1.6.22 made 64-bit
+            // flags a build option, `--enable-large-client-flags`): 1.6.45 refuses a
+            // value over 2^32-1 where 1.6.18 wrapped it.
+            b'F' => match safe_strtoull(arg).map(u32::try_from) {
+                Ok(Ok(v)) => f.client_flags = v,
                 // memcached sets no message here: the last one (or the default).
-                Err(NotANumber) => bad(None),
+                Ok(Err(_)) | Err(NotANumber) => bad(None),
             },
             b'C' => match safe_strtoull(arg) {
                 Ok(v) => f.compare_cas = Some(v),
@@ -444,6 +451,7 @@ fn preparse<'a>(
                 Err(NotANumber) => bad(Some(errors::DELTA_VALUE)),
             },
             b'I' => f.invalidate = true,
+            b'x' => f.remove_value = true,
             _ => return Err(errors::INVALID_FLAG),
         }
     }

@@ -105,10 +105,12 @@ fn commands() {
 #[test]
 fn errors_as_memcached() {
     let cases: &[(&[u8], &[u8], usize)] = &[
-        (b"mg foo x\r\n", errors::INVALID_FLAG, 0),
+        (b"mg foo z\r\n", errors::INVALID_FLAG, 0),
+        // 1.6.45: F is a 32-bit number; 1.6.18 wrapped a larger one.
+        (b"ms foo 1 F4294967296\r\nx\r\n", errors::BAD_FORMAT, 3),
         (b"mg foo v v\r\n", errors::DUPLICATE_FLAG, 0),
         (b"md foo v v\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
-        (b"ma foo x\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
+        (b"ma foo z\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
         (b"mg foo Tx\r\n", errors::BAD_TOKEN, 0),
         (b"mg foo Fx\r\n", errors::BAD_FORMAT, 0),
         (b"mg foo Tx Fx\r\n", errors::BAD_TOKEN, 0),
@@ -259,6 +261,21 @@ fn too_large_is_swallowed() {
                 (&b"foo"[..], 2002, input.len())
             );
         }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn newer_flags_parse() {
+    // 1.6.27's `x` on md (accepted, and ignored, by the other commands too).
+    match meta(b"md foo x I q\r\n").0 {
+        Meta::Delete { flags, .. } => assert!(flags.remove_value && flags.invalidate),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(meta(b"ma foo x\r\n").0, Meta::Arith { .. }));
+    // The largest 32-bit client flags still parse.
+    match meta(b"ms foo 1 F4294967295\r\nx\r\n").0 {
+        Meta::Set { flags, .. } => assert_eq!(flags.client_flags, u32::MAX),
         other => panic!("{other:?}"),
     }
 }
