@@ -142,10 +142,6 @@ fn ms_modes_and_invalid_mode() {
         &ms("k", b"zz", "MX"),
         b"CLIENT_ERROR invalid mode for ms M token\r\n",
     );
-    c.call(
-        &ms("k", b"zz", "MSS"),
-        b"CLIENT_ERROR incorrect length for M token\r\n",
-    );
     c.call(b"mg k v\r\n", b"VA 1\r\ns\r\n");
     // c returns the new CAS on success and 0 otherwise; k and O echo in order.
     c.send(&ms("k", b"x", "c k Oq"));
@@ -528,20 +524,12 @@ fn errors_exact() {
             b"CLIENT_ERROR bad token in command line format\r\n",
         ),
         (
-            b"mg k MAB\r\n".to_vec(),
-            b"CLIENT_ERROR incorrect length for M token\r\n",
-        ),
-        (
             b"mg k Jx\r\n".to_vec(),
             b"CLIENT_ERROR invalid numeric initial value\r\n",
         ),
         (
             b"mg k Dx\r\n".to_vec(),
             b"CLIENT_ERROR invalid numeric delta value\r\n",
-        ),
-        (
-            b"md k x\r\n".to_vec(),
-            b"CLIENT_ERROR invalid or duplicate flag\r\n",
         ),
         (
             b"md k Tx\r\n".to_vec(),

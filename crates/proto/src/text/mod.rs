@@ -348,6 +348,11 @@ fn slabs<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
                 },
                 _ => return Err(Error::Rejected { noreply }),
             }
+        } else if t.get(2) == b"window" {
+            match safe_strtoul(t.get(3)) {
+                Ok(window) if nt >= 5 => Admin::SlabsAutomoveWindow { window, noreply },
+                _ => return Err(Error::BadFormat { noreply }),
+            }
         } else {
             match safe_strtoul(t.get(2)) {
                 Ok(level) => Admin::SlabsAutomove { level, noreply },

@@ -8,6 +8,8 @@ pub const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
 pub const DELETED: &[u8] = b"DELETED\r\n";
 pub const TOUCHED: &[u8] = b"TOUCHED\r\n";
 pub const END: &[u8] = b"END\r\n";
+/// `slabs automove window` out of 3..=1800 (memcached 1.6.42).
+pub const AUTOMOVE_WINDOW_RANGE: &[u8] = b"CLIENT_ERROR automove window too low or too high\r\n";
 /// `stats detail` under `-X` (memcached 1.6.37).
 pub const STATS_DETAIL_NOT_ALLOWED: &[u8] = b"CLIENT_ERROR stats detail not allowed\r\n";
 pub const OK: &[u8] = b"OK\r\n";
@@ -204,7 +206,9 @@ mod tests {
     fn metadump_lines() {
         let mut out = Vec::new();
         metadump_line(&mut out, b"a b%/~", -1, 1700000000, 7, false, 1, 61, 0);
-        metadump_line(&mut out, b"k", 1700000100, 1700000000, 8, true, 2, 300069, 5);
+        metadump_line(
+            &mut out, b"k", 1700000100, 1700000000, 8, true, 2, 300069, 5,
+        );
         assert_eq!(
             String::from_utf8_lossy(&out),
             "key=a%20b%25%2F~ exp=-1 la=1700000000 cas=7 fetch=no cls=1 size=61 flags=0 \n\

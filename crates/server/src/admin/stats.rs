@@ -300,6 +300,11 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     );
     stat(
         out,
+        "slab_automove_window",
+        t.slab_automove_window.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
         "lru_crawler",
         yes_no(t.crawler.load(Ordering::Relaxed)),
     );
@@ -358,6 +363,9 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "memory_file",
         memory_file.as_deref().unwrap_or("(null)"),
     );
+    // memcached 1.6.22: the bytes of client flags, 4 in its default build (64-bit
+    // flags are a build option memcrab does not offer).
+    stat(out, "client_flags_size", 4);
     stat(out, "engine", server.settings.engine.name());
     // memcrab's own: `-o metrics_listen`, as bound (admin/metrics/).
     stat(

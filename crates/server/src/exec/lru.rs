@@ -35,6 +35,11 @@ const LARGEST_CLASS: i32 = 2;
 /// `lru_crawler sleep`'s limit: one second, in microseconds.
 const CRAWLER_SLEEP_MAX_US: u32 = 1_000_000;
 
+/// `slabs automove window`'s range in seconds (memcached's
+/// `process_slabs_automove_command`).
+const AUTOMOVE_WINDOW_MIN: u32 = 3;
+const AUTOMOVE_WINDOW_MAX: u32 = 1800;
+
 /// `lru tune`: hot and warm together may take at most this percentage.
 const LRU_HOT_WARM_PCT_MAX: u32 = 80;
 
@@ -138,6 +143,17 @@ pub fn execute(
                 answer(out, noreply, reply::OK);
             } else {
                 answer(out, noreply, reply::ERROR);
+            }
+            Flow::Next
+        }
+        Admin::SlabsAutomoveWindow { window, noreply } => {
+            // memcached 1.6.42 refuses windows its automover could crash on; segments
+            // have no automover, so a valid window is only recorded.
+            if (AUTOMOVE_WINDOW_MIN..=AUTOMOVE_WINDOW_MAX).contains(&window) {
+                t.slab_automove_window.store(window, Ordering::Relaxed);
+                answer(out, noreply, reply::OK);
+            } else {
+                answer(out, noreply, reply::AUTOMOVE_WINDOW_RANGE);
             }
             Flow::Next
         }

@@ -309,7 +309,11 @@ fn set(
             b'O' => reply::opaque(out, t),
             b'k' => reply::key(out, key),
             b'c' => reply::flag_num(out, b'c', cas),
-            b's' => reply::flag_num(out, b's', stored_size(cx, kbytes, mode, status == b"HD", data)),
+            b's' => reply::flag_num(
+                out,
+                b's',
+                stored_size(cx, kbytes, mode, status == b"HD", data),
+            ),
             _ => {}
         }
     }

@@ -30,7 +30,7 @@
 
 use super::config::{item_size_ok, Config};
 use super::token::Tokens;
-use crate::num::{safe_strtol, safe_strtoull, NotANumber};
+use crate::num::{safe_strtol, NotANumber};
 use memcrab_limits::KEY_MAX_LEN;
 
 pub mod client;
@@ -207,7 +207,6 @@ pub mod errors {
     pub const INVALID_OR_DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR invalid or duplicate flag\r\n";
     pub const BAD_TOKEN: &[u8] = b"CLIENT_ERROR bad token in command line format\r\n";
     pub const DECODING_KEY: &[u8] = b"CLIENT_ERROR error decoding key\r\n";
-    pub const M_TOKEN_LENGTH: &[u8] = b"CLIENT_ERROR incorrect length for M token\r\n";
     pub const INITIAL_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric initial value\r\n";
     pub const DELTA_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric delta value\r\n";
     /// `mg`'s wording.
@@ -406,7 +405,7 @@ fn preparse<'a>(
                 Ok(k) => key = k,
                 Err(NotBase64) => bad(Some(errors::DECODING_KEY)),
             },
-            b'N' | b'T' | b'R' => match safe_strtol(arg) {
+            b'N' | b'T' | b'R' => match tok_i32(arg) {
                 Ok(v) => match o {
                     b'N' => f.vivify = Some(v),
                     b'T' => f.ttl = Some(v),
@@ -421,32 +420,28 @@ fn preparse<'a>(
             // 32-bit client flags, memcached's default build (1.6.22 made 64-bit
             // flags a build option, `--enable-large-client-flags`): 1.6.45 refuses a
             // value over 2^32-1 where 1.6.18 wrapped it.
-            b'F' => match safe_strtoull(arg).map(u32::try_from) {
+            b'F' => match tok_u64(arg, TOK_U32_MAX_LEN).map(u32::try_from) {
                 Ok(Ok(v)) => f.client_flags = v,
                 // memcached sets no message here: the last one (or the default).
                 Ok(Err(_)) | Err(NotANumber) => bad(None),
             },
-            b'C' => match safe_strtoull(arg) {
+            b'C' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.compare_cas = Some(v),
                 Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
             // Newer than 1.6.18 (which answers "invalid flag"): explicit new CAS.
-            b'E' => match safe_strtoull(arg) {
+            b'E' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.new_cas = Some(v),
                 Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
-            b'M' => {
-                if t.len() != 2 {
-                    bad(Some(errors::M_TOKEN_LENGTH));
-                } else {
-                    f.mode = Some(t[1]);
-                }
-            }
-            b'J' => match safe_strtoull(arg) {
+            // 1.6.45 reads the byte after `M` whatever the token's length (1.6.18
+            // refused any but two bytes); a bare `M` reads the separator after it.
+            b'M' => f.mode = Some(t.get(1).copied().unwrap_or(b' ')),
+            b'J' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.initial = v,
                 Err(NotANumber) => bad(Some(errors::INITIAL_VALUE)),
             },
-            b'D' => match safe_strtoull(arg) {
+            b'D' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.delta = v,
                 Err(NotANumber) => bad(Some(errors::DELTA_VALUE)),
             },
@@ -462,6 +457,53 @@ fn preparse<'a>(
         return Err(err.unwrap_or(errors::BAD_FORMAT));
     }
     Ok((key, f))
+}
+
+/// mcmc's `MCMC_TOKTO32_MAX` and `MCMC_TOKTO64_MAX`: the longest number token it
+/// reads (leading zeros count).
+const TOK_U32_MAX_LEN: usize = 11;
+const TOK_U64_MAX_LEN: usize = 22;
+
+/// memcached 1.6.45 reads meta flag numbers with mcmc's strict converters
+/// (`mcmc_token_get_flag_arg_*`, "ascii: safely convert flag args to numerics",
+/// 1.6.42), where 1.6.18 used strtol: digits only (no `+`, no spaces, no hex), at
+/// most `max_len` of them, range-checked; an empty argument is refused.
+fn tok_u64(arg: &[u8], max_len: usize) -> Result<u64, NotANumber> {
+    if arg.is_empty() || arg.len() > max_len {
+        return Err(NotANumber);
+    }
+    arg.iter().try_fold(0u64, |sum, &c| {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return Err(NotANumber);
+        }
+        sum.checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d)))
+            .ok_or(NotANumber)
+    })
+}
+
+/// mcmc's `mcmc_tokto32` for `T`, `N` and `R`: [`tok_u64`]'s rules with an optional
+/// leading `-` (alone it reads as 0, as mcmc's does), within `i32`.
+fn tok_i32(arg: &[u8]) -> Result<i32, NotANumber> {
+    if arg.is_empty() || arg.len() > TOK_U32_MAX_LEN {
+        return Err(NotANumber);
+    }
+    let (neg, digits) = match arg.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, arg),
+    };
+    let magnitude = if digits.is_empty() {
+        0
+    } else {
+        tok_u64(digits, TOK_U32_MAX_LEN)?
+    };
+    let v = if neg {
+        -(magnitude as i64)
+    } else {
+        magnitude as i64
+    };
+    i32::try_from(v).map_err(|_| NotANumber)
 }
 
 /// The part of `line` from token `first` to the end of token `last` (both slices

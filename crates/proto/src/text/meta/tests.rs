@@ -114,7 +114,7 @@ fn errors_as_memcached() {
         (b"mg foo Tx\r\n", errors::BAD_TOKEN, 0),
         (b"mg foo Fx\r\n", errors::BAD_FORMAT, 0),
         (b"mg foo Tx Fx\r\n", errors::BAD_TOKEN, 0),
-        (b"mg foo MXY\r\n", errors::M_TOKEN_LENGTH, 0),
+        (b"ms foo 1 M\r\nx\r\n", errors::MS_MODE, 3),
         (b"mg foo Jx\r\n", errors::INITIAL_VALUE, 0),
         (b"mg foo Dx\r\n", errors::DELTA_VALUE, 0),
         (b"mg Zm9 b\r\n", errors::DECODING_KEY, 0),
