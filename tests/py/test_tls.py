@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -289,7 +290,7 @@ def test_pymemcache_tls_context(kind, pki, tls_servers):
         assert client.incr("a", 41) == 42
         assert client.delete("b", noreply=False) is True
         assert client.get("b") is None
-        assert client.version().startswith(b"1.6.18")
+        assert re.fullmatch(rb"1\.6\.\d+", client.version())
     finally:
         client.close()
 
@@ -365,7 +366,7 @@ def test_wrong_server_certificate_is_refused_by_client(kind, pki, tls_servers):
         tls_connect(server, ctx).close()
     assert server.alive()
     with tls_connect(server, client_context(pki)) as s:
-        assert call(s, b"version\r\n").startswith(b"VERSION 1.6.18")
+        assert re.fullmatch(rb"VERSION 1\.6\.\d+\r\n", call(s, b"version\r\n"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
