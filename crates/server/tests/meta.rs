@@ -72,7 +72,7 @@ fn mn_and_quiet_mode_pipeline() {
     );
     // Errors are never quiet.
     c.call(
-        b"mg h q x\r\nmn\r\n",
+        b"mg h q z\r\nmn\r\n",
         b"CLIENT_ERROR invalid flag\r\nMN\r\n",
     );
 }
@@ -496,7 +496,7 @@ fn errors_exact() {
         (format!("ma {k251}\r\n").into_bytes(), BAD_FORMAT),
         (format!("me {k251}\r\n").into_bytes(), BAD_FORMAT),
         (format!("ms {k251} 1\r\n").into_bytes(), BAD_FORMAT),
-        (b"mg k x\r\n".to_vec(), b"CLIENT_ERROR invalid flag\r\n"),
+        (b"mg k z\r\n".to_vec(), b"CLIENT_ERROR invalid flag\r\n"),
         (b"mg k v v\r\n".to_vec(), b"CLIENT_ERROR duplicate flag\r\n"),
         (
             b"mg k \x80\r\n".to_vec(),
@@ -599,7 +599,7 @@ fn ms_errors_swallow_the_data_block() {
         &ms("k", b"get k", "v v"),
         b"CLIENT_ERROR duplicate flag\r\n",
     );
-    c.call(&ms("k", b"get k", "x"), b"CLIENT_ERROR invalid flag\r\n");
+    c.call(&ms("k", b"get k", "z"), b"CLIENT_ERROR invalid flag\r\n");
     c.call(
         &ms("k", b"get k", "Tx"),
         b"CLIENT_ERROR bad token in command line format\r\n",
