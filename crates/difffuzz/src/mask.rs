@@ -107,8 +107,8 @@ pub const AVOIDED: &[Avoided] = &[
               (docs/compatibility.md, Features): `ms` with `s` (stored size), `ms` \
               append/prepend with `N` (autovivify), `md` with `x` (empty the value) \
               and `x` as an unknown flag, `F` over 2^32-1 (refused, where 1.6.18 \
-              wrapped it), flag numbers with `+` or a lone `-` (1.6.45 reads digits \
-              only, and `-` as 0), and `M` tokens other than two bytes (1.6.45 \
+              wrapped it), flag numbers with `+`, a lone `-` or over 2^31-1 in `T`, `N` \
+              or `R` (1.6.45 reads digits only, `-` as 0, and checks the range), and `M` tokens other than two bytes (1.6.45 \
               reads the byte after `M`)",
     },
     Avoided {

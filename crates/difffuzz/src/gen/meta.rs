@@ -151,15 +151,15 @@ impl Gen {
                         "J" | "D" | "C" => self.bad_u64_token(),
                         // Values over 2^32-1: see AVOIDED.
                         "F" => self.pick(&["-1", "abc", "1.0"]).to_string(),
-                        // A lone `-`: see AVOIDED.
-                        _ => Some(self.bad_ttl()).filter(|t| t != "-").unwrap_or_default(),
+                        // A lone `-`, or over 2^31-1: see AVOIDED.
+                        _ => Some(self.bad_ttl())
+                            .filter(|t| t != "-" && t != "2147483648")
+                            .unwrap_or_default(),
                     };
                     out.push(Flag::Text(format!("{f}{v}")));
                 }
                 // Not `M` alone or longer than two bytes: see AVOIDED.
-                4 => out.push(Flag::Text(
-                    self.pick(&["Mx", "Ms", "Mi", "M0"]).to_string(),
-                )),
+                4 => out.push(Flag::Text(self.pick(&["Mx", "Ms", "Mi", "M0"]).to_string())),
                 // More tokens than memcached looks at.
                 5 => {
                     for _ in 0..self.rng.random_range(18..=30) {
@@ -248,7 +248,9 @@ impl Gen {
         let menu = [
             "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "f", "t", "v",
         ];
-        let flags = self.flags(&menu, scope, bad);
+        let mut flags = self.flags(&menu, scope, bad);
+        // `s` (stored size) answers since 1.6.20: see AVOIDED.
+        flags.retain(|f| !matches!(f, Flag::Text(t) if t == "s"));
         let mut flags = self.key_flags(&key, flags);
         if flags
             .iter()
