@@ -438,6 +438,7 @@ fn empty_value(
                 }
                 StoreResult::Stored(_) => {
                     cx.counters.delete_hits.incr();
+                    delete::report_kept(cx, kbytes, DeleteCmd::Md);
                     b"HD"
                 }
                 StoreResult::OutOfMemory => {
