@@ -1,5 +1,5 @@
 //! Settings the admin commands change at run time (`lru_crawler`, `slabs automove`,
-//! `lru`, `stats sizes_enable`), and the crawler's own counter. `stats settings`
+//! `lru`), and the crawler's own counter. `stats settings`
 //! reports them under memcached's names.
 //!
 //! Most of them tune machinery memcrab does not have (slab classes, a segmented LRU,
