@@ -205,6 +205,24 @@ fn version_is_the_release() {
     }
 }
 
+/// memcrab's own version goes where a person looks: `-V` (tests/server.rs) and the
+/// first memcrab line logged under `-v`.
+#[test]
+fn memcrab_version_in_the_startup_log() {
+    if against_memcached() {
+        return;
+    }
+    let (s, mut c) = server(&["-v"]);
+    c.call(b"version\r\n", b"VERSION 1.6.45\r\n");
+    let want = format!(
+        "memcrab {} (memcached 1.6.45 protocol)",
+        env!("CARGO_PKG_VERSION")
+    );
+    let log = s.stderr();
+    let first = log.lines().find(|l| l.starts_with("memcrab"));
+    assert_eq!(first, Some(want.as_str()), "{log}");
+}
+
 /// Reads a dump's reply up to and including its last line (`END` or `EN`).
 fn dump(c: &mut Client, req: &[u8], last: &[u8]) -> Vec<u8> {
     c.send(req);
