@@ -279,3 +279,34 @@ fn newer_flags_parse() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn flag_numbers_as_mcmc_reads_them() {
+    let i32_cases: &[(&[u8], Option<i32>)] = &[
+        (b"5", Some(5)),
+        (b"-5", Some(-5)),
+        (b"-", Some(0)),
+        (b"00000000005", Some(5)),
+        (b"000000000005", None),
+        (b"2147483647", Some(i32::MAX)),
+        (b"2147483648", None),
+        (b"-2147483648", Some(i32::MIN)),
+        (b"+5", None),
+        (b"", None),
+        (b"1x", None),
+        (b" 1", None),
+    ];
+    for &(arg, want) in i32_cases {
+        assert_eq!(
+            tok_i32(arg).ok(),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(arg)
+        );
+    }
+    assert_eq!(tok_u64(b"18446744073709551615", 22), Ok(u64::MAX));
+    assert_eq!(tok_u64(b"18446744073709551616", 22), Err(NotANumber));
+    assert_eq!(tok_u64(b"0000000000000000000001", 22), Ok(1));
+    assert_eq!(tok_u64(b"00000000000000000000001", 22), Err(NotANumber));
+    assert_eq!(tok_u64(b"-1", 22), Err(NotANumber));
+}
