@@ -299,9 +299,17 @@ fn hardening_inputs() {
     }
     c.call(b"slabs automove window 10\r\n", b"OK\r\n");
     // "core: fix crashes from `slabs reassign`" (1.6.41): invalid classes.
-    for req in ["slabs reassign 31 64\r\n", "slabs reassign 1 64\r\n"] {
+    for req in [
+        "slabs reassign 31 64\r\n",
+        "slabs reassign 1 64\r\n",
+        "slabs reassign -1 2\r\n",
+    ] {
         c.call(req.as_bytes(), b"BADCLASS invalid src or dst class id\r\n");
     }
+    // "proto: convert more strto calls" (1.6.45): admin numbers read strictly.
+    c.call(b"lru_crawler tocrawl 4294967296\r\n", BAD_FORMAT);
+    c.call(b"lru_crawler tocrawl +5\r\n", BAD_FORMAT);
+    c.call(b"lru_crawler tocrawl 5\r\n", b"OK\r\n");
     // "ascii: fix refcount leak on `ms` parse error" (1.6.44): the item stays usable.
     c.call(&ms("k", b"hello", "Tx"), BAD_TOKEN);
     c.call(&ms("k", b"hello", "T1 F-1"), BAD_FORMAT);

@@ -126,11 +126,13 @@ pub fn execute(
         }
         Admin::SlabsReassign { src, dst } => {
             // memcached's do_slabs_reassign, for a move that always succeeds:
-            // segments hold items of every size, so there is nothing to move.
+            // segments hold items of every size, so there is nothing to move. A
+            // source of -1 asks memcached to pick a class with a page to spare;
+            // there is none here, and 1.6.41's class check answers BADCLASS then.
             let class = |c: i32| (0..=LARGEST_CLASS).contains(&c);
             out.extend_from_slice(if src == dst {
                 reply::REASSIGN_SAME
-            } else if (src != -1 && !class(src)) || !class(dst) {
+            } else if !class(src) || !class(dst) {
                 reply::REASSIGN_BADCLASS
             } else {
                 reply::OK

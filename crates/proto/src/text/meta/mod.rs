@@ -29,7 +29,7 @@
 //! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
 
 use super::config::{item_size_ok, Config};
-use super::token::Tokens;
+use super::token::{tok_i32, tok_u64, Tokens, TOK_U32_MAX_LEN, TOK_U64_MAX_LEN};
 use crate::num::{safe_strtol, NotANumber};
 use memcrab_limits::KEY_MAX_LEN;
 
@@ -457,53 +457,6 @@ fn preparse<'a>(
         return Err(err.unwrap_or(errors::BAD_FORMAT));
     }
     Ok((key, f))
-}
-
-/// mcmc's `MCMC_TOKTO32_MAX` and `MCMC_TOKTO64_MAX`: the longest number token it
-/// reads (leading zeros count).
-const TOK_U32_MAX_LEN: usize = 11;
-const TOK_U64_MAX_LEN: usize = 22;
-
-/// memcached 1.6.45 reads meta flag numbers with mcmc's strict converters
-/// (`mcmc_token_get_flag_arg_*`, "ascii: safely convert flag args to numerics",
-/// 1.6.42), where 1.6.18 used strtol: digits only (no `+`, no spaces, no hex), at
-/// most `max_len` of them, range-checked; an empty argument is refused.
-fn tok_u64(arg: &[u8], max_len: usize) -> Result<u64, NotANumber> {
-    if arg.is_empty() || arg.len() > max_len {
-        return Err(NotANumber);
-    }
-    arg.iter().try_fold(0u64, |sum, &c| {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            return Err(NotANumber);
-        }
-        sum.checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(d)))
-            .ok_or(NotANumber)
-    })
-}
-
-/// mcmc's `mcmc_tokto32` for `T`, `N` and `R`: [`tok_u64`]'s rules with an optional
-/// leading `-` (alone it reads as 0, as mcmc's does), within `i32`.
-fn tok_i32(arg: &[u8]) -> Result<i32, NotANumber> {
-    if arg.is_empty() || arg.len() > TOK_U32_MAX_LEN {
-        return Err(NotANumber);
-    }
-    let (neg, digits) = match arg.strip_prefix(b"-") {
-        Some(d) => (true, d),
-        None => (false, arg),
-    };
-    let magnitude = if digits.is_empty() {
-        0
-    } else {
-        tok_u64(digits, TOK_U32_MAX_LEN)?
-    };
-    let v = if neg {
-        -(magnitude as i64)
-    } else {
-        magnitude as i64
-    };
-    i32::try_from(v).map_err(|_| NotANumber)
 }
 
 /// The part of `line` from token `first` to the end of token `last` (both slices
