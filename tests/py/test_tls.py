@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -289,7 +290,7 @@ def test_pymemcache_tls_context(kind, pki, tls_servers):
         assert client.incr("a", 41) == 42
         assert client.delete("b", noreply=False) is True
         assert client.get("b") is None
-        assert client.version().startswith(b"1.6.18")
+        assert re.fullmatch(rb"1\.6\.\d+", client.version())
     finally:
         client.close()
 
@@ -365,7 +366,7 @@ def test_wrong_server_certificate_is_refused_by_client(kind, pki, tls_servers):
         tls_connect(server, ctx).close()
     assert server.alive()
     with tls_connect(server, client_context(pki)) as s:
-        assert call(s, b"version\r\n").startswith(b"VERSION 1.6.18")
+        assert re.fullmatch(rb"VERSION 1\.6\.\d+\r\n", call(s, b"version\r\n"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -521,7 +522,7 @@ def test_openssl_s_client(kind, pki, tls_servers):
     r = s_client(server.port, pki, b"set s 0 0 2\r\nhi\r\nget s\r\nquit\r\n")
     assert r.stdout == b"STORED\r\nVALUE s 0 2\r\nhi\r\nEND\r\n", r.stderr
     r = s_client(server.port, pki, b"version\r\nquit\r\n", "-tls1_2")
-    assert r.stdout.startswith(b"VERSION 1.6.18"), r.stderr
+    assert re.match(rb"VERSION 1\.6\.\d+\r\n", r.stdout), r.stderr
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -553,7 +554,7 @@ def test_session_resumption(kind, pki, tls_servers, tmp_path):
             ["openssl", "s_client", "-connect", f"127.0.0.1:{server.port}", "-CAfile",
              str(pki.ca), "-ign_eof", "-sess_out", str(sess)],
             input=b"version\r\nquit\r\n", capture_output=True, timeout=10)
-        assert b"VERSION 1.6.18" in first.stdout, first.stderr
+        assert re.search(rb"VERSION 1\.6\.\d+\r\n", first.stdout), first.stderr
         second = subprocess.run(
             ["openssl", "s_client", "-connect", f"127.0.0.1:{server.port}", "-CAfile",
              str(pki.ca), "-ign_eof", "-sess_in", str(sess)],

@@ -32,7 +32,7 @@ pub const MASKS: &[Mask] = &[
     Mask {
         what: "version string",
         rule: "the text after `VERSION ` and the binary VERSION body",
-        why: "memcrab answers `1.6.18-memcrab-<version>` on purpose",
+        why: "memcrab answers the memcached release it implements, 1.6.45",
     },
     Mask {
         what: "statistics",
@@ -102,9 +102,19 @@ pub const AVOIDED: &[Avoided] = &[
               of those to the key itself)",
     },
     Avoided {
+        what: "meta requests whose answer changed after 1.6.18",
+        why: "a documented difference: memcrab answers them as memcached 1.6.45 does \
+              (docs/compatibility.md, Features): `ms` with `s` (stored size), `ms` \
+              append/prepend with `N` (autovivify), `md` with `x` (empty the value) \
+              and `x` as an unknown flag, `F` over 2^32-1 (refused, where 1.6.18 \
+              wrapped it), flag numbers with `+`, a lone `-` or over 2^31-1 in `T`, `N` \
+              or `R` (1.6.45 reads digits only, `-` as 0, and checks the range), and `M` tokens other than two bytes (1.6.45 \
+              reads the byte after `M`)",
+    },
+    Avoided {
         what: "`ma` with `T`",
-        why: "a documented difference: 1.6.18 loses the new TTL when the number grows \
-              longer",
+        why: "a documented difference: 1.6.18 (and 1.6.45) loses the new TTL when the \
+              number grows longer",
     },
     Avoided {
         what: "a delayed flush_all after an immediate one",

@@ -77,7 +77,7 @@ fn main() {
         Command::Version => {
             println!(
                 "memcrab {} (memcached {} compatible)",
-                env!("CARGO_PKG_VERSION"),
+                server::MEMCRAB_VERSION,
                 server::VERSION
             );
             return;
@@ -455,6 +455,11 @@ fn start_signal_thread(server: &Arc<Server>, mut signals: Signals) -> std::io::R
 /// `-v`: what memcrab listens on, and with which loop.
 fn announce(s: &Settings, listeners: &[net::Listener], udp_sockets: &[std::net::UdpSocket]) {
     if s.verbose > 0 {
+        eprintln!(
+            "memcrab {} (memcached {} protocol)",
+            server::MEMCRAB_VERSION,
+            server::VERSION
+        );
         eprintln!("memcrab: connections on {}", s.io.name());
         for l in listeners {
             eprintln!("memcrab: listening on {}", l.local_addr_text());

@@ -17,9 +17,14 @@ use crate::admin::watch::Hub;
 use crate::startup::auth::Users;
 use crate::startup::settings::Settings;
 
-/// The version memcrab reports: the memcached release whose protocol it implements,
-/// then its own, so that clients that gate features on the version number work.
-pub const VERSION: &str = concat!("1.6.18-memcrab-", env!("CARGO_PKG_VERSION"));
+/// The version `version` (text and binary) and `stats` report: the memcached release
+/// whose protocol memcrab implements, as `X.Y.Z` and nothing after it, because
+/// clients parse it (one widely used Node.js client takes the last `X.Y.Z` it finds)
+/// and gate features on it. memcrab's own version is [`MEMCRAB_VERSION`].
+pub const VERSION: &str = "1.6.45";
+
+/// memcrab's own version: `-V`, `stats`'s `memcrab_version`, the start-up log line.
+pub const MEMCRAB_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What `stats conns` shows of one socket.
 #[derive(Debug)]

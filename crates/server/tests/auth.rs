@@ -11,7 +11,7 @@
 //! Deliberate differences, checked per server where they show:
 //! - a bad `-S`/`-Y` setup exits 2 with one line naming the flag (memcached: 64 for
 //!   flag conflicts, 1 for a malformed auth file);
-//! - the version string (only its `1.6.18` prefix is asserted).
+//! - the version string (only its `1.6.X` form is asserted).
 
 mod common;
 
@@ -187,7 +187,7 @@ fn version_ok(c: &mut Client) {
     c.send(&request(op::VERSION, &[], &[], &[], 0, 0));
     let (o, s, _, _, b) = response(c);
     assert_eq!((o, s), (op::VERSION, 0));
-    assert!(b.starts_with(b"1.6.18"));
+    assert!(b.starts_with(b"1.6.") && b.iter().all(|b| b.is_ascii_digit() || *b == b'.'));
 }
 
 #[test]
@@ -316,7 +316,7 @@ fn sasl_length_checks() {
     expect(&mut c, op::SASL_AUTH, status::EINVAL, b"Invalid arguments");
     let (o, st, _, _, v) = response(&mut c);
     assert_eq!((o, st), (op::VERSION, 0));
-    assert!(v.starts_with(b"1.6.18"));
+    assert!(v.starts_with(b"1.6.") && v.iter().all(|b| b.is_ascii_digit() || *b == b'.'));
     // Extras on SASL auth: invalid arguments and close.
     let mut c = s.connect();
     c.send(&request(op::SASL_AUTH, &[0; 4], b"PLAIN", b"x", 0, 0));

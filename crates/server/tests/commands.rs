@@ -472,10 +472,11 @@ fn version_and_verbosity(s: &Server) {
     let mut c = s.connect();
     c.send(b"version\r\n");
     let line = c.read_line();
-    // memcrab reports the memcached release it implements plus its own version
-    // (`1.6.18-memcrab-x.y.z`); memcached says `VERSION 1.6.18`.
+    // The memcached release, `X.Y.Z` and nothing after it (memcrab answers the
+    // release it implements, 1.6.45; tests/today.rs checks that exact number).
+    let v = line.strip_prefix(b"VERSION ").unwrap_or(b"");
     assert!(
-        line.starts_with(b"VERSION 1.6.18") && !line[8..].contains(&b' '),
+        v.starts_with(b"1.6.") && v.iter().all(|b| b.is_ascii_digit() || *b == b'.'),
         "version line {}",
         common::show(&line)
     );
@@ -896,7 +897,7 @@ fn stats_has_memcached_fields() {
     assert_eq!(map["threads"], threads.to_string());
     assert_eq!(map["max_connections"], "1024");
     assert_eq!(map["accepting_conns"], "1");
-    assert!(map["version"].starts_with("1.6.18"), "{}", map["version"]);
+    assert!(map["version"].starts_with("1.6."), "{}", map["version"]);
     let now = unix_now();
     let t: i64 = map["time"].parse().expect("time");
     assert!((t - now).abs() <= 2, "STAT time {t}, now {now}");

@@ -264,7 +264,7 @@ fn cli_help_and_version() {
     assert_eq!(out.status.code(), Some(0), "-V: {}", out.status);
     let v = String::from_utf8_lossy(&out.stdout);
     assert_eq!(v.lines().count(), 1, "-V: {v:?}");
-    assert!(v.contains("1.6.18"), "-V: {v:?}");
+    assert!(v.contains("1.6.45"), "-V: {v:?}");
 }
 
 /// A client that pipelines 200k gets of a 100 KiB value and never reads must not

@@ -348,7 +348,7 @@ fn replies_go_only_to_the_sender() {
     b.send(52, b"version\r\n");
     assert_eq!(a.message(51), cat(&[&value("who", 0, b"a"), END]));
     let v = b.message(52);
-    assert!(v.starts_with(b"VERSION 1.6.18"), "{}", v.escape_ascii());
+    assert!(v.starts_with(b"VERSION 1.6."), "{}", v.escape_ascii());
     // Neither got the other's reply.
     a.sync();
     b.sync();

@@ -119,7 +119,8 @@ impl Gen {
                 "O" => format!("O{}", self.opaque(false)),
                 "N" | "T" => format!("{f}{}", self.ttl()),
                 "R" => format!("R{}", self.recache()),
-                "F" => format!("F{}", self.client_flags()),
+                // Digits only: 1.6.45 refuses `+n` (see AVOIDED).
+                "F" => format!("F{}", self.client_flags().trim_start_matches('+')),
                 "J" => format!("J{}", self.initial()),
                 "D" => format!("D{}", self.delta()),
                 "C" => {
@@ -140,7 +141,7 @@ impl Gen {
                 )),
                 // An unknown letter or a byte memcached calls a duplicate.
                 1 => out.push(Flag::Text(
-                    self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "x", "w"])
+                    self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "w"])
                         .to_string(),
                 )),
                 2 => out.push(Flag::Text(format!("O{}", self.opaque(true)))),
@@ -148,14 +149,17 @@ impl Gen {
                     let f = *self.pick(&["N", "T", "R", "F", "C", "J", "D"]);
                     let v = match f {
                         "J" | "D" | "C" => self.bad_u64_token(),
-                        "F" => self.bad_client_flags(),
-                        _ => self.bad_ttl(),
+                        // Values over 2^32-1: see AVOIDED.
+                        "F" => self.pick(&["-1", "abc", "1.0"]).to_string(),
+                        // A lone `-`, or over 2^31-1: see AVOIDED.
+                        _ => Some(self.bad_ttl())
+                            .filter(|t| t != "-" && t != "2147483648")
+                            .unwrap_or_default(),
                     };
                     out.push(Flag::Text(format!("{f}{v}")));
                 }
-                4 => out.push(Flag::Text(
-                    self.pick(&["M", "MXX", "Mx", "Ms", "Mi", "M0"]).to_string(),
-                )),
+                // Not `M` alone or longer than two bytes: see AVOIDED.
+                4 => out.push(Flag::Text(self.pick(&["Mx", "Ms", "Mi", "M0"]).to_string())),
                 // More tokens than memcached looks at.
                 5 => {
                     for _ in 0..self.rng.random_range(18..=30) {
@@ -242,15 +246,19 @@ impl Gen {
         let key = self.meta_key(scope, false);
         let mut value = self.value();
         let menu = [
-            "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "s", "f", "t", "v",
+            "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "f", "t", "v",
         ];
-        let flags = self.flags(&menu, scope, bad);
+        let mut flags = self.flags(&menu, scope, bad);
+        // `s` (stored size) answers since 1.6.20: see AVOIDED.
+        flags.retain(|f| !matches!(f, Flag::Text(t) if t == "s"));
         let mut flags = self.key_flags(&key, flags);
         if flags
             .iter()
             .any(|f| matches!(f, Flag::Text(t) if t == "MA" || t == "MP"))
         {
             value = self.concat_safe(value);
+            // Append and prepend with N autovivify since 1.6.20: see AVOIDED.
+            flags.retain(|f| !matches!(f, Flag::Text(t) if t.starts_with('N')));
         }
         let n = pieces_len(&value);
         // With `I`, memcached compares the unique's *order* with the item's; uniques
@@ -286,7 +294,7 @@ impl Gen {
 
     fn md(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, true);
-        let menu = ["C", "I", "k", "O", "q", "T", "x"];
+        let menu = ["C", "I", "k", "O", "q", "T"];
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;

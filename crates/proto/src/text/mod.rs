@@ -310,8 +310,13 @@ fn flush_all<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
 
 /// `process_lru_crawler_command`. No `noreply` here: memcached never looks for it.
 fn lru_crawler<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
-    let number =
-        |tok: &[u8]| safe_strtoul(tok).map_err(|NotANumber| Error::BadFormat { noreply: false });
+    // 1.6.45 reads these with mcmc's strict u32 converter (1.6.18: strtoul).
+    let number = |tok: &[u8]| {
+        token::tok_u64(tok, token::TOK_U32_MAX_LEN)
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or(Error::BadFormat { noreply: false })
+    };
     let crawl = |kind| Admin::Crawl {
         kind,
         classes: Classes::parse(t.get(2)),
@@ -347,6 +352,11 @@ fn slabs<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
                     noreply,
                 },
                 _ => return Err(Error::Rejected { noreply }),
+            }
+        } else if t.get(2) == b"window" {
+            match safe_strtoul(t.get(3)) {
+                Ok(window) if nt >= 5 => Admin::SlabsAutomoveWindow { window, noreply },
+                _ => return Err(Error::BadFormat { noreply }),
             }
         } else {
             match safe_strtoul(t.get(2)) {

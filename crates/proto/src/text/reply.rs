@@ -8,6 +8,10 @@ pub const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
 pub const DELETED: &[u8] = b"DELETED\r\n";
 pub const TOUCHED: &[u8] = b"TOUCHED\r\n";
 pub const END: &[u8] = b"END\r\n";
+/// `slabs automove window` out of 3..=1800 (memcached 1.6.42).
+pub const AUTOMOVE_WINDOW_RANGE: &[u8] = b"CLIENT_ERROR automove window too low or too high\r\n";
+/// `stats detail` under `-X` (memcached 1.6.37).
+pub const STATS_DETAIL_NOT_ALLOWED: &[u8] = b"CLIENT_ERROR stats detail not allowed\r\n";
 pub const OK: &[u8] = b"OK\r\n";
 pub const RESET: &[u8] = b"RESET\r\n";
 pub const ERROR: &[u8] = b"ERROR\r\n";
@@ -144,8 +148,9 @@ pub fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
 }
 
 /// One `lru_crawler metadump` line (`crawler_metadump_eval`): `key=<key> exp=<exptime>
-/// la=<last access> cas=<cas> fetch=yes|no cls=<class> size=<bytes>` and a bare `\n`,
-/// as memcached ends these lines (only the final `END` has `\r\n`). The key is
+/// la=<last access> cas=<cas> fetch=yes|no cls=<class> size=<bytes> flags=<flags> `
+/// (1.6.45's format, trailing space included) and a bare `\n`, as memcached ends these
+/// lines (only the leading `OK` and the final `END` have `\r\n`). The key is
 /// URI-encoded; `exp` is -1 for an item that never expires, else a unix time, as is
 /// `la`.
 #[allow(clippy::too_many_arguments)]
@@ -158,6 +163,7 @@ pub fn metadump_line(
     fetched: bool,
     class: u8,
     size: u64,
+    flags: u32,
 ) {
     let mut b = itoa::Buffer::new();
     out.extend_from_slice(b"key=");
@@ -173,7 +179,10 @@ pub fn metadump_line(
     out.extend_from_slice(b.format(class).as_bytes());
     out.extend_from_slice(b" size=");
     out.extend_from_slice(b.format(size).as_bytes());
-    out.push(b'\n');
+    // 1.6.45 (crawler_metadump_eval) ends every field with a space, flags= included.
+    out.extend_from_slice(b" flags=");
+    out.extend_from_slice(b.format(flags).as_bytes());
+    out.extend_from_slice(b" \n");
 }
 
 /// memcached's `uriencode`: letters, digits and `-._~` as they are, every other byte
@@ -196,12 +205,14 @@ mod tests {
     #[test]
     fn metadump_lines() {
         let mut out = Vec::new();
-        metadump_line(&mut out, b"a b%/~", -1, 1700000000, 7, false, 1, 61);
-        metadump_line(&mut out, b"k", 1700000100, 1700000000, 8, true, 2, 300069);
+        metadump_line(&mut out, b"a b%/~", -1, 1700000000, 7, false, 1, 61, 0);
+        metadump_line(
+            &mut out, b"k", 1700000100, 1700000000, 8, true, 2, 300069, 5,
+        );
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "key=a%20b%25%2F~ exp=-1 la=1700000000 cas=7 fetch=no cls=1 size=61\n\
-             key=k exp=1700000100 la=1700000000 cas=8 fetch=yes cls=2 size=300069\n"
+            "key=a%20b%25%2F~ exp=-1 la=1700000000 cas=7 fetch=no cls=1 size=61 flags=0 \n\
+             key=k exp=1700000100 la=1700000000 cas=8 fetch=yes cls=2 size=300069 flags=5 \n"
         );
     }
 }

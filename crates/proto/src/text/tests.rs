@@ -540,7 +540,7 @@ fn admin_commands() {
         ),
         (
             b"lru_crawler tocrawl 4294967296\r\n",
-            admin(Admin::CrawlerTocrawl(0)),
+            Err(Error::BadFormat { noreply: false }),
         ),
         (
             b"lru_crawler tocrawl -1\r\n",

@@ -3,13 +3,17 @@
 //! (`tokenize_command`), both in proto_text.c of memcached 1.6.18.
 //!
 //! The classic parser ([`super::parse`]) and the meta parser ([`super::meta`]) both
-//! work on what this file produces; it imports nothing of `text`.
+//! work on what this file produces; it imports nothing of `text`. The strict number
+//! converters of memcached 1.6.45 (mcmc's `mcmc_toktou32`/`64`, `mcmc_tokto32`) are
+//! here too, for the meta flags and admin arguments that 1.6.45 reads with them.
 //!
 //! ```text
 //!   buf:  "  set k 0 0 5\r\nhello\r\n..."
 //!   find_line ──► Found::Line { line: "  set k 0 0 5", consumed: 15 }
 //!   Tokens::new ──► ["set", "k", "0", "0", "5"], ntokens() == 6
 //! ```
+
+use crate::num::NotANumber;
 
 /// Tokens memcached looks at per tokenizer pass (`MAX_TOKENS`, proto_text.c),
 /// including the terminal pseudo-token.
@@ -140,4 +144,52 @@ impl<'a> Tokens<'a> {
     pub(crate) fn noreply(&self) -> bool {
         self.n >= 1 && self.toks[self.n - 1] == b"noreply"
     }
+}
+
+/// mcmc's `MCMC_TOKTO32_MAX` and `MCMC_TOKTO64_MAX`: the longest number token it
+/// reads (leading zeros count).
+pub(crate) const TOK_U32_MAX_LEN: usize = 11;
+pub(crate) const TOK_U64_MAX_LEN: usize = 22;
+
+/// memcached 1.6.45 reads meta flag numbers and some admin arguments with mcmc's
+/// strict converters
+/// (`mcmc_token_get_*`, "ascii: safely convert flag args to numerics", 1.6.42),
+/// where 1.6.18 used strtol: digits only (no `+`, no spaces, no hex), at
+/// most `max_len` of them, range-checked; an empty argument is refused.
+pub(crate) fn tok_u64(arg: &[u8], max_len: usize) -> Result<u64, NotANumber> {
+    if arg.is_empty() || arg.len() > max_len {
+        return Err(NotANumber);
+    }
+    arg.iter().try_fold(0u64, |sum, &c| {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return Err(NotANumber);
+        }
+        sum.checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d)))
+            .ok_or(NotANumber)
+    })
+}
+
+/// mcmc's `mcmc_tokto32` for `T`, `N` and `R`: [`tok_u64`]'s rules with an optional
+/// leading `-` (alone it reads as 0, as mcmc's does), within `i32`.
+pub(crate) fn tok_i32(arg: &[u8]) -> Result<i32, NotANumber> {
+    if arg.is_empty() || arg.len() > TOK_U32_MAX_LEN {
+        return Err(NotANumber);
+    }
+    let (neg, digits) = match arg.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, arg),
+    };
+    let magnitude = if digits.is_empty() {
+        0
+    } else {
+        tok_u64(digits, TOK_U32_MAX_LEN)?
+    };
+    let v = if neg {
+        -(magnitude as i64)
+    } else {
+        magnitude as i64
+    };
+    i32::try_from(v).map_err(|_| NotANumber)
 }

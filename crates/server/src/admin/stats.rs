@@ -23,18 +23,19 @@ pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut
         Some(b"items") => items(server, out),
         Some(b"slabs") => slabs(server, out),
         Some(b"sizes") => sizes(server, out),
-        Some(b"sizes_enable" | b"sizes_disable") => {
-            // memcached writes these without a closing END.
-            sizes_switch(server, sub == Some(b"sizes_enable"), out);
-            return;
-        }
         Some(b"conns") => conns(server, out),
         Some(b"detail") => {
+            // memcached 1.6.37: `-X` disables `stats detail` as it does the dumps.
+            if !server.settings.dump_enabled {
+                out.extend_from_slice(reply::STATS_DETAIL_NOT_ALLOWED);
+                return;
+            }
             detail(server, arg, out);
             return;
         }
         _ => {
-            // `stats cachedump` is not supported (`lru_crawler metadump` is).
+            // `stats cachedump` is not supported (`lru_crawler metadump` is);
+            // `stats sizes_enable|sizes_disable` left memcached in 1.6.25.
             out.extend_from_slice(reply::ERROR);
             return;
         }
@@ -61,7 +62,7 @@ fn detail(server: &Server, arg: Option<&[u8]>, out: &mut Vec<u8>) {
 
 /// `stats sizes`: how many items there are of each size, in 32-byte steps (each
 /// size rounded up), as memcached's `item_stats_sizes`; only while enabled (`-o
-/// track_sizes`, `stats sizes_enable`). memcached keeps the histogram as items come
+/// track_sizes`). memcached keeps the histogram as items come
 /// and go; here it is counted by walking the whole store on each request, on this
 /// worker: about 0.1 s per million items (docs/operations.md, "Monitoring").
 fn sizes(server: &Server, out: &mut Vec<u8>) {
@@ -89,20 +90,6 @@ fn sizes(server: &Server, out: &mut Vec<u8>) {
     }
 }
 
-/// `stats sizes_enable` / `sizes_disable` (`item_stats_sizes_enable`/`_disable`).
-/// One difference: memcached counts only items stored after it was enabled; the
-/// histogram here always covers every item.
-fn sizes_switch(server: &Server, on: bool, out: &mut Vec<u8>) {
-    use memcrab_proto::text::reply::stat;
-    if on && !server.settings.use_cas {
-        stat(out, "sizes_status", "error");
-        stat(out, "sizes_error", "cas_support_disabled");
-        return;
-    }
-    server.tunables.track_sizes.store(on, Ordering::Relaxed);
-    stat(out, "sizes_status", if on { "enabled" } else { "disabled" });
-}
-
 fn rusage() -> (String, String) {
     // SAFETY: getrusage writes only into the zeroed struct we pass, which lives on
     // our stack for the duration of the call.
@@ -125,6 +112,7 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "uptime", clock.uptime_secs());
     stat(out, "time", clock.unix_now());
     stat(out, "version", crate::server::VERSION);
+    stat(out, "memcrab_version", crate::server::MEMCRAB_VERSION);
     stat(out, "pointer_size", 8 * std::mem::size_of::<usize>());
     stat(out, "rusage_user", user);
     stat(out, "rusage_system", system);
@@ -315,6 +303,11 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     );
     stat(
         out,
+        "slab_automove_window",
+        t.slab_automove_window.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
         "lru_crawler",
         yes_no(t.crawler.load(Ordering::Relaxed)),
     );
@@ -373,6 +366,9 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "memory_file",
         memory_file.as_deref().unwrap_or("(null)"),
     );
+    // memcached 1.6.22: the bytes of client flags, 4 in its default build (64-bit
+    // flags are a build option memcrab does not offer).
+    stat(out, "client_flags_size", 4);
     stat(out, "engine", server.settings.engine.name());
     // memcrab's own: `-o metrics_listen`, as bound (admin/metrics/).
     stat(

@@ -1,5 +1,5 @@
 //! Settings the admin commands change at run time (`lru_crawler`, `slabs automove`,
-//! `lru`, `stats sizes_enable`), and the crawler's own counter. `stats settings`
+//! `lru`), and the crawler's own counter. `stats settings`
 //! reports them under memcached's names.
 //!
 //! Most of them tune machinery memcrab does not have (slab classes, a segmented LRU,
@@ -55,11 +55,13 @@ pub struct Tunables {
     pub crawler_starts: AtomicU64,
     /// `slabs automove <0|1|2>`.
     pub slab_automove: AtomicU32,
+    /// `slabs automove window <secs>` (memcached's default 10).
+    pub slab_automove_window: AtomicU32,
     /// `slabs automove ratio <r>`, as f64 bits.
     slab_automove_ratio: AtomicU64,
     /// `lru ...` values; see [`Lru`].
     pub lru: Mutex<Lru>,
-    /// `stats sizes` is enabled (`-o track_sizes`, `stats sizes_enable`).
+    /// `stats sizes` is enabled (`-o track_sizes`).
     pub track_sizes: AtomicBool,
 }
 
@@ -71,6 +73,7 @@ impl Tunables {
             crawler_tocrawl: AtomicU32::new(0),
             crawler_starts: AtomicU64::new(0),
             slab_automove: AtomicU32::new(1),
+            slab_automove_window: AtomicU32::new(10),
             slab_automove_ratio: AtomicU64::new(0.8f64.to_bits()),
             lru: Mutex::new(Lru::default()),
             track_sizes: AtomicBool::new(s.track_sizes),

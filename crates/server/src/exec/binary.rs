@@ -378,6 +378,11 @@ fn stat(h: &Header, key: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) {
     } else if key.starts_with(b"settings") {
         Some(b"settings")
     } else if let Some(rest) = key.strip_prefix(b"detail") {
+        // memcached 1.6.44: `-X` refuses binary `stats detail` too.
+        if !cx.server.settings.dump_enabled {
+            bin::error(out, h, status::KEY_ENOENT);
+            return;
+        }
         // Prefix stats are never collected by memcrab: "on"/"off" are accepted,
         // "dump" shows memcached's empty dump.
         if rest.starts_with(b" dump") {

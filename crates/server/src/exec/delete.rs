@@ -50,6 +50,16 @@ pub fn delete(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
     r
 }
 
+/// `watch deletions` for a delete that kept its item (meta `md x`, which empties the
+/// value): memcached logs the item as it is afterwards.
+pub fn report_kept(cx: &Ctx<'_>, key: &[u8], cmd: DeleteCmd) {
+    if cx.server.watch.wants(line::DELETIONS) {
+        if let Some(seen) = peek(cx, key) {
+            report(cx, key, cmd, seen);
+        }
+    }
+}
+
 /// `watch deletions`, step one: what the item a delete may remove holds (a lookup
 /// without a bump, so a store to the key between this and the delete may be shown
 /// instead).

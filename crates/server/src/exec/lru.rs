@@ -35,6 +35,11 @@ const LARGEST_CLASS: i32 = 2;
 /// `lru_crawler sleep`'s limit: one second, in microseconds.
 const CRAWLER_SLEEP_MAX_US: u32 = 1_000_000;
 
+/// `slabs automove window`'s range in seconds (memcached's
+/// `process_slabs_automove_command`).
+const AUTOMOVE_WINDOW_MIN: u32 = 3;
+const AUTOMOVE_WINDOW_MAX: u32 = 1800;
+
 /// `lru tune`: hot and warm together may take at most this percentage.
 const LRU_HOT_WARM_PCT_MAX: u32 = 80;
 
@@ -82,6 +87,8 @@ pub fn execute(
                 _ => {
                     t.crawler_starts.fetch_add(1, Ordering::Relaxed);
                     if kind != CrawlKind::Crawl {
+                        // memcached 1.6.43: a dump that starts answers OK first.
+                        out.extend_from_slice(reply::OK);
                         *walk = Some(WalkCursor::default());
                         return dump(kind, classes, cx, out, walk, out_limit);
                     }
@@ -119,11 +126,13 @@ pub fn execute(
         }
         Admin::SlabsReassign { src, dst } => {
             // memcached's do_slabs_reassign, for a move that always succeeds:
-            // segments hold items of every size, so there is nothing to move.
+            // segments hold items of every size, so there is nothing to move. A
+            // source of -1 asks memcached to pick a class with a page to spare;
+            // there is none here, and 1.6.41's class check answers BADCLASS then.
             let class = |c: i32| (0..=LARGEST_CLASS).contains(&c);
             out.extend_from_slice(if src == dst {
                 reply::REASSIGN_SAME
-            } else if (src != -1 && !class(src)) || !class(dst) {
+            } else if !class(src) || !class(dst) {
                 reply::REASSIGN_BADCLASS
             } else {
                 reply::OK
@@ -136,6 +145,17 @@ pub fn execute(
                 answer(out, noreply, reply::OK);
             } else {
                 answer(out, noreply, reply::ERROR);
+            }
+            Flow::Next
+        }
+        Admin::SlabsAutomoveWindow { window, noreply } => {
+            // memcached 1.6.42 refuses windows its automover could crash on; segments
+            // have no automover, so a valid window is only recorded.
+            if (AUTOMOVE_WINDOW_MIN..=AUTOMOVE_WINDOW_MAX).contains(&window) {
+                t.slab_automove_window.store(window, Ordering::Relaxed);
+                answer(out, noreply, reply::OK);
+            } else {
+                answer(out, noreply, reply::AUTOMOVE_WINDOW_RANGE);
             }
             Flow::Next
         }
@@ -186,8 +206,8 @@ pub fn execute(
     }
 }
 
-/// One turn of a key dump (see the module docs): lines for the live items of
-/// `classes` from where `walk` stands, then `END` (metadump) or `EN` (mgdump) once
+/// One turn of a key dump (see the module docs; its leading `OK` is written when it
+/// starts): lines for the live items of `classes` from where `walk` stands, then `END` (metadump) or `EN` (mgdump) once
 /// the walk is over.
 fn dump(
     kind: CrawlKind,
@@ -213,7 +233,9 @@ fn dump(
                 clock.to_unix(w.exptime)
             };
             let la = clock.to_unix(w.atime);
-            reply::metadump_line(out, w.key, exp, la, w.cas, w.fetched, w.class, w.size);
+            reply::metadump_line(
+                out, w.key, exp, la, w.cas, w.fetched, w.class, w.size, w.flags,
+            );
         }
         shown += 1;
         out.len() <= out_limit && shown < DUMP_ITEMS_PER_TURN

@@ -1,6 +1,6 @@
 //! Meta commands (`mg ms md ma mn me`): each maps its flags onto a command family's
-//! call (`super::fetch`, `store`, `delete`, `arith`) and encodes memcached 1.6.18's
-//! replies with its quiet-mode rules (`proto_text.c`'s `process_m*_command`).
+//! call (`super::fetch`, `store`, `delete`, `arith`) and encodes memcached 1.6.45's
+//! replies with its quiet-mode rules (`proto_parser.c`'s `process_m*_cmd`).
 //!
 //! Flags take effect in request order, as in memcached: `mg k t T30` reports the
 //! TTL before the touch, `mg k T30 t` after it. The engine is asked once per request
@@ -12,8 +12,10 @@
 //! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA` unless the item was just
 //! created by `N`. Errors are never hidden.
 //!
-//! Deliberate differences from 1.6.18, all documented in tests/meta.rs:
-//! - `E` (explicit new CAS, newer protocol.txt) is supported; 1.6.18 rejects it.
+//! The meta protocol is memcached 1.6.45's: `ms s` (stored size), `ms N` on append
+//! and prepend (autovivify), `md x` (empty the value), `mg C` (the value only when
+//! the item changed), `E` (explicit new CAS). Deliberate differences from memcached,
+//! documented in docs/compatibility.md:
 //! - `k` and `me` print the key base64-encoded when *this request* used `b`;
 //!   memcached remembers per item whether it was stored with `b`.
 //! - `ma T` keeps the new TTL even when the incremented number grows longer than
@@ -157,7 +159,9 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
     let start = out.len();
     let mut failed = false;
     let found = fetcher.get(kbytes, &opts, |it| {
-        if flags.value {
+        // memcached 1.6.40: with `C`, the value comes only when the item changed.
+        let value = flags.value && flags.compare_cas != Some(it.cas);
+        if value {
             out.extend_from_slice(b"VA ");
             out.extend_from_slice(itoa::Buffer::new().format(it.value.len()).as_bytes());
         } else {
@@ -208,7 +212,7 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             reply::flag(out, b'W');
         }
         out.extend_from_slice(b"\r\n");
-        if flags.value {
+        if value {
             // Lent by the store when it is long enough (see out.rs), else copied.
             fetch::value(cx, out, it);
             out.extend_from_slice(b"\r\n");
@@ -260,8 +264,9 @@ fn set(
     let opts = StoreOpts {
         compare_cas: flags.compare_cas,
         invalidate: flags.invalidate,
-        // 1.6.18 accepts ms N and ignores it (newer versions vivify appends).
-        vivify: None,
+        // memcached 1.6.20: append and prepend with `N` create a missing item, with
+        // N's TTL (`T` is not used then); the other modes ignore it.
+        vivify: flags.vivify.map(|t| rel(cx, t)),
         new_cas: flags.new_cas,
     };
     let r = store::store(
@@ -304,6 +309,11 @@ fn set(
             b'O' => reply::opaque(out, t),
             b'k' => reply::key(out, key),
             b'c' => reply::flag_num(out, b'c', cas),
+            b's' => reply::flag_num(
+                out,
+                b's',
+                stored_size(cx, kbytes, mode, status == b"HD", data),
+            ),
             _ => {}
         }
     }
@@ -311,9 +321,30 @@ fn set(
     Flow::Next
 }
 
+/// `ms s` (memcached 1.6.20): the size of the stored value, which after an append or
+/// prepend is the joined value's (read back without a bump; memcached takes it from
+/// the item it made). A refused store reports the request's data length, as memcached.
+fn stored_size(cx: &Ctx<'_>, key: &[u8], mode: Mode, stored: bool, data: &[u8]) -> usize {
+    let mut size = data.len();
+    if stored && matches!(mode, Mode::Append | Mode::Prepend) {
+        let opts = GetOpts {
+            no_bump: true,
+            ..GetOpts::default()
+        };
+        cx.engine.get(key, &opts, &mut |it| {
+            size = it.value.len();
+            false
+        });
+    }
+    size
+}
+
 fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
     let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
     let kbytes = key.decode(&mut kb);
+    if flags.remove_value {
+        return empty_value(key, kbytes, flags, cx, out);
+    }
     let d = Delete {
         key: kbytes,
         opts: DeleteOpts {
@@ -330,6 +361,93 @@ fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> 
         DeleteResult::Deleted | DeleteResult::Invalidated(_) => b"HD",
         DeleteResult::NotFound => b"NF",
         DeleteResult::Exists => b"EX",
+    };
+    if status == b"HD" && flags.quiet {
+        return Flow::Next;
+    }
+    out.extend_from_slice(status);
+    opaque_and_key(out, flags, key);
+    out.extend_from_slice(b"\r\n");
+    Flow::Next
+}
+
+/// `md x` (memcached 1.6.27's `process_mdelete_command` with `remove_val`): the
+/// item's value is replaced by an empty one that keeps its CAS unique (or takes
+/// `E`'s), with the request's `F` flags and `T` TTL (none without `T`); with `I` that
+/// item is then marked stale as a plain `md I` marks it. Counts as a delete hit
+/// (without `I`) or miss, as memcached's. The replacement is a CAS store of the unique
+/// just read, so a write in between makes it answer `NS`, memcached's answer when its
+/// store fails; under `-C` (no uniques) it is a replace.
+fn empty_value(
+    key: &Key<'_>,
+    kbytes: &[u8],
+    flags: &Flags<'_>,
+    cx: &Ctx<'_>,
+    out: &mut Vec<u8>,
+) -> Flow {
+    let no_bump = GetOpts {
+        no_bump: true,
+        ..GetOpts::default()
+    };
+    let mut cas = None;
+    cx.engine.get(kbytes, &no_bump, &mut |it| {
+        cas = Some(it.cas);
+        false
+    });
+    let status: &[u8] = match cas {
+        None => {
+            cx.counters.delete_misses.incr();
+            b"NF"
+        }
+        Some(c) if flags.compare_cas.is_some_and(|want| want != c) => {
+            cx.counters.delete_misses.incr();
+            b"EX"
+        }
+        Some(c) => {
+            let mode = if cx.server.settings.use_cas {
+                Mode::Cas(c)
+            } else {
+                Mode::Replace
+            };
+            let opts = StoreOpts {
+                new_cas: Some(flags.new_cas.unwrap_or(c)),
+                ..StoreOpts::default()
+            };
+            let exptime = flags.ttl.map_or(0, |t| rel(cx, t));
+            match cx
+                .engine
+                .store(mode, kbytes, flags.client_flags, exptime, b"", &opts)
+            {
+                StoreResult::Stored(_) if flags.invalidate => {
+                    let d = Delete {
+                        key: kbytes,
+                        opts: DeleteOpts {
+                            compare_cas: None,
+                            invalidate: true,
+                            touch: flags.ttl.map(|t| rel(cx, t)),
+                            new_cas: flags.new_cas,
+                        },
+                        watched_as: Some(DeleteCmd::Md),
+                        prefix: false,
+                        cas_mismatch_misses: true,
+                    };
+                    match delete::delete(cx, &d) {
+                        DeleteResult::NotFound => b"NF",
+                        _ => b"HD",
+                    }
+                }
+                StoreResult::Stored(_) => {
+                    cx.counters.delete_hits.incr();
+                    delete::report_kept(cx, kbytes, DeleteCmd::Md);
+                    b"HD"
+                }
+                StoreResult::OutOfMemory => {
+                    out.extend_from_slice(b"SERVER_ERROR out of memory\r\n");
+                    return Flow::Next;
+                }
+                StoreResult::NotStored | StoreResult::Exists | StoreResult::NotFound => b"NS",
+            }
+        }
     };
     if status == b"HD" && flags.quiet {
         return Flow::Next;

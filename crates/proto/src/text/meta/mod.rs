@@ -21,16 +21,16 @@
 //! child of `text` and reads only what sits below it there (the tokenizer in
 //! `token.rs`, `Config` in `config.rs`), never the classic parser. Keys and values
 //! borrow from the input; a base64 key (`b`) is decoded into a small buffer on the
-//! stack ([`KeyBuf`]). One deliberate extension over 1.6.18: the `E` flag (explicit
-//! new CAS, newer protocol.txt) is accepted; 1.6.18 answers `CLIENT_ERROR invalid
-//! flag`.
+//! stack ([`KeyBuf`]). The flags are memcached 1.6.45's: `E` (explicit new CAS,
+//! 1.6.27) and `x` (empty the value, 1.6.27) are accepted where 1.6.18 answers
+//! `CLIENT_ERROR invalid flag`, and `F` over 2^32-1 is refused where 1.6.18 wrapped it.
 //!
 //! Errors memcached reports only after touching the item (`mg`/`ma` with an opaque
 //! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
 
 use super::config::{item_size_ok, Config};
-use super::token::Tokens;
-use crate::num::{safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use super::token::{tok_i32, tok_u64, Tokens, TOK_U32_MAX_LEN, TOK_U64_MAX_LEN};
+use crate::num::{safe_strtol, NotANumber};
 use memcrab_limits::KEY_MAX_LEN;
 
 pub mod client;
@@ -81,6 +81,9 @@ pub struct Flags<'a> {
     pub initial: u64,
     /// `D<delta>` (1 when absent).
     pub delta: u64,
+    /// `x`: `md` empties the value and keeps the item (memcached 1.6.27); the other
+    /// commands accept it and ignore it.
+    pub remove_value: bool,
 }
 
 impl<'a> Flags<'a> {
@@ -100,6 +103,7 @@ impl<'a> Flags<'a> {
             mode: None,
             initial: 0,
             delta: 1,
+            remove_value: false,
         }
     }
 
@@ -203,7 +207,6 @@ pub mod errors {
     pub const INVALID_OR_DUPLICATE_FLAG: &[u8] = b"CLIENT_ERROR invalid or duplicate flag\r\n";
     pub const BAD_TOKEN: &[u8] = b"CLIENT_ERROR bad token in command line format\r\n";
     pub const DECODING_KEY: &[u8] = b"CLIENT_ERROR error decoding key\r\n";
-    pub const M_TOKEN_LENGTH: &[u8] = b"CLIENT_ERROR incorrect length for M token\r\n";
     pub const INITIAL_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric initial value\r\n";
     pub const DELTA_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric delta value\r\n";
     /// `mg`'s wording.
@@ -402,7 +405,7 @@ fn preparse<'a>(
                 Ok(k) => key = k,
                 Err(NotBase64) => bad(Some(errors::DECODING_KEY)),
             },
-            b'N' | b'T' | b'R' => match safe_strtol(arg) {
+            b'N' | b'T' | b'R' => match tok_i32(arg) {
                 Ok(v) => match o {
                     b'N' => f.vivify = Some(v),
                     b'T' => f.ttl = Some(v),
@@ -414,36 +417,36 @@ fn preparse<'a>(
             b'v' => f.value = true,
             b'u' => f.no_bump = true,
             b'q' => f.quiet = true,
-            b'F' => match safe_strtoul(arg) {
-                Ok(v) => f.client_flags = v,
+            // 32-bit client flags, memcached's default build (1.6.22 made 64-bit
+            // flags a build option, `--enable-large-client-flags`): 1.6.45 refuses a
+            // value over 2^32-1 where 1.6.18 wrapped it.
+            b'F' => match tok_u64(arg, TOK_U32_MAX_LEN).map(u32::try_from) {
+                Ok(Ok(v)) => f.client_flags = v,
                 // memcached sets no message here: the last one (or the default).
-                Err(NotANumber) => bad(None),
+                Ok(Err(_)) | Err(NotANumber) => bad(None),
             },
-            b'C' => match safe_strtoull(arg) {
+            b'C' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.compare_cas = Some(v),
                 Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
             // Newer than 1.6.18 (which answers "invalid flag"): explicit new CAS.
-            b'E' => match safe_strtoull(arg) {
+            b'E' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.new_cas = Some(v),
                 Err(NotANumber) => bad(Some(errors::BAD_TOKEN)),
             },
-            b'M' => {
-                if t.len() != 2 {
-                    bad(Some(errors::M_TOKEN_LENGTH));
-                } else {
-                    f.mode = Some(t[1]);
-                }
-            }
-            b'J' => match safe_strtoull(arg) {
+            // 1.6.45 reads the byte after `M` whatever the token's length (1.6.18
+            // refused any but two bytes); a bare `M` reads the separator after it.
+            b'M' => f.mode = Some(t.get(1).copied().unwrap_or(b' ')),
+            b'J' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.initial = v,
                 Err(NotANumber) => bad(Some(errors::INITIAL_VALUE)),
             },
-            b'D' => match safe_strtoull(arg) {
+            b'D' => match tok_u64(arg, TOK_U64_MAX_LEN) {
                 Ok(v) => f.delta = v,
                 Err(NotANumber) => bad(Some(errors::DELTA_VALUE)),
             },
             b'I' => f.invalidate = true,
+            b'x' => f.remove_value = true,
             _ => return Err(errors::INVALID_FLAG),
         }
     }

@@ -105,14 +105,16 @@ fn commands() {
 #[test]
 fn errors_as_memcached() {
     let cases: &[(&[u8], &[u8], usize)] = &[
-        (b"mg foo x\r\n", errors::INVALID_FLAG, 0),
+        (b"mg foo z\r\n", errors::INVALID_FLAG, 0),
+        // 1.6.45: F is a 32-bit number; 1.6.18 wrapped a larger one.
+        (b"ms foo 1 F4294967296\r\nx\r\n", errors::BAD_FORMAT, 3),
         (b"mg foo v v\r\n", errors::DUPLICATE_FLAG, 0),
         (b"md foo v v\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
-        (b"ma foo x\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
+        (b"ma foo z\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
         (b"mg foo Tx\r\n", errors::BAD_TOKEN, 0),
         (b"mg foo Fx\r\n", errors::BAD_FORMAT, 0),
         (b"mg foo Tx Fx\r\n", errors::BAD_TOKEN, 0),
-        (b"mg foo MXY\r\n", errors::M_TOKEN_LENGTH, 0),
+        (b"ms foo 1 M\r\nx\r\n", errors::MS_MODE, 3),
         (b"mg foo Jx\r\n", errors::INITIAL_VALUE, 0),
         (b"mg foo Dx\r\n", errors::DELTA_VALUE, 0),
         (b"mg Zm9 b\r\n", errors::DECODING_KEY, 0),
@@ -261,4 +263,50 @@ fn too_large_is_swallowed() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn newer_flags_parse() {
+    // 1.6.27's `x` on md (accepted, and ignored, by the other commands too).
+    match meta(b"md foo x I q\r\n").0 {
+        Meta::Delete { flags, .. } => assert!(flags.remove_value && flags.invalidate),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(meta(b"ma foo x\r\n").0, Meta::Arith { .. }));
+    // The largest 32-bit client flags still parse.
+    match meta(b"ms foo 1 F4294967295\r\nx\r\n").0 {
+        Meta::Set { flags, .. } => assert_eq!(flags.client_flags, u32::MAX),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn flag_numbers_as_mcmc_reads_them() {
+    let i32_cases: &[(&[u8], Option<i32>)] = &[
+        (b"5", Some(5)),
+        (b"-5", Some(-5)),
+        (b"-", Some(0)),
+        (b"00000000005", Some(5)),
+        (b"000000000005", None),
+        (b"2147483647", Some(i32::MAX)),
+        (b"2147483648", None),
+        (b"-2147483648", Some(i32::MIN)),
+        (b"+5", None),
+        (b"", None),
+        (b"1x", None),
+        (b" 1", None),
+    ];
+    for &(arg, want) in i32_cases {
+        assert_eq!(
+            tok_i32(arg).ok(),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(arg)
+        );
+    }
+    assert_eq!(tok_u64(b"18446744073709551615", 22), Ok(u64::MAX));
+    assert_eq!(tok_u64(b"18446744073709551616", 22), Err(NotANumber));
+    assert_eq!(tok_u64(b"0000000000000000000001", 22), Ok(1));
+    assert_eq!(tok_u64(b"00000000000000000000001", 22), Err(NotANumber));
+    assert_eq!(tok_u64(b"-1", 22), Err(NotANumber));
 }

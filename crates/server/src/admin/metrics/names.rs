@@ -85,7 +85,7 @@ pub const MEMCRAB_GENERAL: &[(&str, &str, Kind, &str)] = &[
 
 /// `stats` names that are not measurements (or are in `memcrab_info`).
 #[rustfmt::skip]
-pub const NOT_SERIES: &[&str] = &["pid", "pointer_size", "engine", "libevent"];
+pub const NOT_SERIES: &[&str] = &["pid", "pointer_size", "engine", "libevent", "memcrab_version"];
 
 /// `stats items` fields per class: the exporter's, then memcrab's.
 #[rustfmt::skip]
