@@ -543,7 +543,7 @@ fn limit_malloc_arenas() {
 /// is done. glibc serves such buffers with mmap, but raises its mmap threshold to
 /// the size of each mmapped block freed (up to 32 MiB), after which they come from
 /// the worker threads' heaps and strand there: values near `-I` 1m took resident
-/// memory 20 to 35 MB over the README's bound (tests/soak.rs). Setting the
+/// memory 20 to 35 MB over the README's bound (tests/soak/). Setting the
 /// threshold turns that adjustment off; 128 KiB is glibc's default.
 fn fix_mmap_threshold() {
     #[cfg(target_env = "gnu")]

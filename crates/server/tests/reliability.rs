@@ -516,7 +516,7 @@ fn several_listen_addresses_and_ipv6() {
 /// (FIN). The server must see every close and release the connections: the data
 /// and the FIN often arrive together, in one readiness event, so a server that
 /// stops reading after a read that did not fill its buffer never reads the EOF
-/// (found by tests/soak.rs). Nothing is stored.
+/// (found by tests/soak/). Nothing is stored.
 #[test]
 fn clients_closing_in_the_middle_of_a_value_are_released() {
     let s = Server::tcp(&["-m", "64"]);
