@@ -46,3 +46,13 @@ fn binary_corpus() {
 fn store_corpus() {
     replay("store", memcrab_fuzz_checks::store);
 }
+
+#[test]
+fn restart_corpus() {
+    replay("restart", memcrab_fuzz_checks::restart);
+}
+
+#[test]
+fn tls_corpus() {
+    replay("tls", memcrab_fuzz_checks::tls);
+}
