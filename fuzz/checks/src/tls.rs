@@ -175,42 +175,42 @@ struct Conn {
     out: Vec<u8>,
     /// Plaintext replies received.
     got: Vec<u8>,
-    /// The server closed (EOF, an alert, or a reset).
-    closed: bool,
+    /// Why the connection ended (EOF, close_notify, an alert, a reset), once it did.
+    closed: Option<String>,
     deadline: Instant,
 }
 
 impl Conn {
     /// Moves what the socket has into rustls and the plaintext into `got`.
     fn read_some(&mut self) {
-        if self.closed {
+        if self.closed.is_some() {
             return;
         }
         let mut buf = [0u8; 16 * 1024];
         match self.tcp.read(&mut buf) {
-            Ok(0) => self.closed = true,
+            Ok(0) => self.closed = Some("EOF".into()),
             Ok(n) => {
                 let mut slice = &buf[..n];
                 while !slice.is_empty() {
-                    if self.tls.read_tls(&mut slice).is_err() {
-                        self.closed = true;
+                    if let Err(e) = self.tls.read_tls(&mut slice) {
+                        self.closed = Some(format!("read_tls: {e}"));
                         return;
                     }
-                    if self.tls.process_new_packets().is_err() {
+                    if let Err(e) = self.tls.process_new_packets() {
                         // A fatal alert from the server or a record we cannot read.
-                        self.closed = true;
+                        self.closed = Some(format!("TLS: {e}"));
                         return;
                     }
-                }
-                let mut plain = [0u8; 16 * 1024];
-                loop {
-                    match self.tls.reader().read(&mut plain) {
-                        Ok(0) => {
-                            self.closed = true;
-                            break;
+                    let mut plain = [0u8; 16 * 1024];
+                    loop {
+                        match self.tls.reader().read(&mut plain) {
+                            Ok(0) => {
+                                self.closed = Some("close_notify".into());
+                                return;
+                            }
+                            Ok(k) => self.got.extend_from_slice(&plain[..k]),
+                            Err(_) => break,
                         }
-                        Ok(k) => self.got.extend_from_slice(&plain[..k]),
-                        Err(_) => break,
                     }
                 }
             }
@@ -218,7 +218,7 @@ impl Conn {
                 std::thread::sleep(Duration::from_micros(200));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => self.closed = true,
+            Err(e) => self.closed = Some(format!("read: {e}")),
         }
     }
 
@@ -237,7 +237,7 @@ impl Conn {
         self.take_tls();
         let cut = cut.max(self.out.len() / (4 * MAX_PIECES));
         let mut at = 0;
-        while at < self.out.len() && !self.closed {
+        while at < self.out.len() && self.closed.is_none() {
             assert!(
                 Instant::now() < self.deadline,
                 "send: the input took over 20 s (the server stopped reading?)"
@@ -247,7 +247,7 @@ impl Conn {
                 Ok(n) => at += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.read_some(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => self.closed = true,
+                Err(e) => self.closed = Some(format!("write: {e}")),
             }
         }
         self.out.clear();
@@ -258,7 +258,7 @@ impl Conn {
     fn put(&mut self, plain: &[u8], cut: usize) {
         let cut = cut.max(plain.len() / MAX_PIECES);
         let mut at = 0;
-        while at < plain.len() && !self.closed {
+        while at < plain.len() && self.closed.is_none() {
             let end = (at + cut.max(1)).min(plain.len());
             match self.tls.writer().write(&plain[at..end]) {
                 Ok(0) | Err(_) => self.send(16 * 1024),
@@ -286,12 +286,12 @@ pub fn tls(data: &[u8]) {
         tls,
         out: Vec::new(),
         got: Vec::new(),
-        closed: false,
+        closed: None,
         deadline: Instant::now() + DEADLINE,
     };
     // The handshake, its flights cut as the input says.
     let hs_cut = usize::from(r.u8()) + 1;
-    while c.tls.is_handshaking() && !c.closed {
+    while c.tls.is_handshaking() && c.closed.is_none() {
         assert!(
             Instant::now() < c.deadline,
             "the handshake did not finish in 20 s"
@@ -301,7 +301,9 @@ pub fn tls(data: &[u8]) {
             c.read_some();
         }
     }
-    assert!(!c.closed, "the server closed during a clean handshake");
+    if let Some(why) = &c.closed {
+        panic!("the connection ended during a clean handshake: {why}");
+    }
     let id = CONN_ID.fetch_add(1, Ordering::Relaxed);
     let mut expected = b"OK\r\n".to_vec();
     c.put(b"flush_all\r\n", 64);
@@ -383,7 +385,7 @@ pub fn tls(data: &[u8]) {
     c.send(usize::from(r.u8()) * 64 + 1);
     if broken {
         let _ = c.tcp.shutdown(Shutdown::Write);
-        while !c.closed {
+        while c.closed.is_none() {
             assert!(
                 Instant::now() < c.deadline,
                 "the server kept a broken TLS connection open for 20 s"
@@ -396,7 +398,7 @@ pub fn tls(data: &[u8]) {
             c.got.len()
         );
     } else {
-        while c.got.len() < expected.len() && !c.closed {
+        while c.got.len() < expected.len() && c.closed.is_none() {
             assert!(
                 Instant::now() < c.deadline,
                 "waited 20 s for replies: {} of {} bytes",
@@ -407,14 +409,15 @@ pub fn tls(data: &[u8]) {
         }
         assert!(
             c.got == expected,
-            "replies differ: got {} bytes, expected {} (first difference at {})",
+            "replies differ: got {} bytes, expected {} (first difference at {}; ended: {:?})",
             c.got.len(),
             expected.len(),
             c.got
                 .iter()
                 .zip(&expected)
                 .position(|(a, b)| a != b)
-                .unwrap_or(c.got.len().min(expected.len()))
+                .unwrap_or(c.got.len().min(expected.len())),
+            c.closed
         );
     }
     drop(c);
