@@ -14,14 +14,22 @@
 //! |          |                             | trip, split-invariance                         |
 //! | `store`  | an operation program        | seg vs reference engine reply by reply; under  |
 //! |          |                             | a tiny limit: accounting and last-write gets   |
+//! | `tls`    | a client's TLS records, cut | through `memcrab -Z`: exact replies however    |
+//! |          | and corrupted anywhere      | cut; a broken stream closes; the server lives  |
+//! | `restart`| edits to a saved memory     | warm restart: refused or read consistently,    |
+//! |          | file and its `.meta`        | accounting within `-m`, untouched state intact |
 
 mod binary;
+mod restart;
 mod store;
 mod text;
+mod tls;
 
 pub use binary::binary;
+pub use restart::restart;
 pub use store::store;
 pub use text::{meta, text};
+pub use tls::tls;
 
 /// What a read-loop model does with the front of its buffer.
 enum Step {

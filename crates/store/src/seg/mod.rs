@@ -66,7 +66,8 @@ mod keyhash;
 mod lease;
 mod link;
 mod mapfile;
-mod meta;
+/// Public for the warm-restart fuzz target (fuzz/checks), which forges metadata files.
+pub mod meta;
 mod ops;
 mod persist;
 mod segments;
