@@ -56,28 +56,3 @@ fn restart_corpus() {
 fn tls_corpus() {
     replay("tls", memcrab_fuzz_checks::tls);
 }
-
-/// An open finding of the `tls` target (docs/security.md, "Results"), not yet fixed:
-/// a client sends a TLS record with a corrupted byte (a bad ciphertext, or a length
-/// promising more bytes), one byte per write, then half-closes; now and then the
-/// server keeps the connection in CLOSE-WAIT for good (0% CPU), TLS 1.2 and 1.3
-/// alike. Each input is replayed 5 times (the first failure came within 3). Run
-/// with `--ignored`; once the server is fixed, move the inputs to
-/// `regressions/tls/` and drop this test.
-#[test]
-#[ignore = "open finding: memcrab -Z keeps a half-closed connection (CLOSE-WAIT)"]
-fn tls_open_broken_record_then_half_close() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../regressions/tls-open");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("regressions/tls-open")
-        .map(|e| e.expect("dir entry").path())
-        .collect();
-    paths.sort();
-    for p in paths {
-        let data = std::fs::read(&p).expect("read the input");
-        eprintln!("{}", p.display());
-        for _ in 0..5 {
-            memcrab_fuzz_checks::tls(&data);
-        }
-    }
-}

@@ -194,7 +194,8 @@ impl TlsStream {
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut n = 0;
         // A socket read shorter than asked drained the socket: the next edge says
-        // when more comes, so no read just to see `WouldBlock` (conn.rs's rule too).
+        // when more comes, so no read just to see `WouldBlock` (conn.rs's rule too),
+        // except after a read that gave no plaintext (below).
         let mut drained = false;
         loop {
             // Plaintext rustls decrypted earlier comes first: it is there without
@@ -213,12 +214,12 @@ impl TlsStream {
             if n == buf.len() {
                 return Ok(n);
             }
-            if drained {
-                return if n > 0 {
-                    Ok(n)
-                } else {
-                    Err(io::ErrorKind::WouldBlock.into())
-                };
+            // A short socket read that gave plaintext ends the read. One that gave
+            // none (a partial record) reads again, to see `WouldBlock` or the EOF:
+            // the data and the FIN can come in one edge, and a caller told
+            // `WouldBlock` waits for an edge that never comes.
+            if drained && n > 0 {
+                return Ok(n);
             }
             let mut socket = ShortReadProbe {
                 tcp: &mut self.tcp,
