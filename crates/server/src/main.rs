@@ -88,7 +88,7 @@ fn main() {
         }
     };
     // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
-    let tls = match tls::start(&settings) {
+    let tls = match tls::start(&settings.tls, settings.port, settings.verbose > 0) {
         Ok(t) => t,
         Err(msg) => {
             eprintln!("{msg}");

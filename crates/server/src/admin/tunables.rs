@@ -16,8 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::startup::settings::Settings;
-
 /// `lru tune`, `lru mode` and `lru temp_ttl` values (memcached's defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lru {
@@ -66,7 +64,8 @@ pub struct Tunables {
 }
 
 impl Tunables {
-    pub fn new(s: &Settings) -> Tunables {
+    /// The start-up values; `track_sizes` is `-o track_sizes`.
+    pub fn new(track_sizes: bool) -> Tunables {
         Tunables {
             crawler: AtomicBool::new(true),
             crawler_sleep_us: AtomicU32::new(100),
@@ -76,7 +75,7 @@ impl Tunables {
             slab_automove_window: AtomicU32::new(10),
             slab_automove_ratio: AtomicU64::new(0.8f64.to_bits()),
             lru: Mutex::new(Lru::default()),
-            track_sizes: AtomicBool::new(s.track_sizes),
+            track_sizes: AtomicBool::new(track_sizes),
         }
     }
 

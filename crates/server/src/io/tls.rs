@@ -41,7 +41,7 @@ use rustls::{
     ServerConnection, SignatureScheme, SupportedCipherSuite,
 };
 
-use crate::startup::settings::{Settings, TlsSettings};
+use crate::startup::settings::tls::TlsSettings;
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;
@@ -71,14 +71,14 @@ pub struct Tls {
     refreshed: Mutex<Instant>,
 }
 
-/// Builds the TLS state `-Z` asks for, or `None` without `-Z`. An error is
-/// memcached's startup message; the caller exits with [`EXIT_USAGE`].
-pub fn start(s: &Settings) -> Result<Option<Arc<Tls>>, String> {
-    let t = &s.tls;
+/// Builds the TLS state `-Z` asks for (`t`; `tcp_port` is `-p`, `verbose` is
+/// `-v`), or `None` without `-Z`. An error is memcached's startup message; the
+/// caller exits with [`EXIT_USAGE`].
+pub fn start(t: &TlsSettings, tcp_port: u16, verbose: bool) -> Result<Option<Arc<Tls>>, String> {
     if !t.enabled {
         return Ok(None);
     }
-    if s.port == 0 {
+    if tcp_port == 0 {
         return Err("ERROR: You cannot enable SSL without a TCP port.".into());
     }
     if t.kernel_tls {
@@ -107,7 +107,7 @@ pub fn start(s: &Settings) -> Result<Option<Arc<Tls>>, String> {
     let config = build_config(t, &ticketer, &sessions)?;
     Ok(Some(Arc::new(Tls {
         opts: t.clone(),
-        verbose: s.verbose > 0,
+        verbose,
         config: Mutex::new(config),
         ticketer,
         sessions,

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 mod getopt;
-mod tls;
+pub mod tls;
 
 use tls::{tls_suboption, TLS_SUBOPTIONS};
 pub use tls::{TlsSettings, NOTLS_PREFIX};
