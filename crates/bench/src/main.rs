@@ -16,6 +16,8 @@
 //!   on each in alternating rounds, and reports medians and ratios.
 //! - `trace` generates traces shaped like Twitter's production clusters, replays
 //!   them against servers and writes them for libcachesim (trace/).
+//! - `textconn.rs` is the blocking text connection `storage` and `trace` replay
+//!   requests over.
 //! - `floor` is a do-nothing responder: the machine's floor, on epoll (floor.rs) or
 //!   io_uring (`--io uring`, floor_uring.rs).
 
@@ -27,6 +29,7 @@ mod plot;
 mod run;
 mod storage;
 mod summary;
+mod textconn;
 mod trace;
 mod workload;
 

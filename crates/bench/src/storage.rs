@@ -23,8 +23,7 @@
 //! `--client-cpus`; each server is pinned to `--server-cpus`. What is measured is
 //! memory and hit ratios, not speed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -33,6 +32,7 @@ use rand::{rngs::SmallRng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::compare::Server;
+use crate::textconn::{stat, TextConn};
 
 /// `memcrab-bench storage`.
 #[derive(Args, Clone)]
@@ -58,53 +58,8 @@ pub struct StorageArgs {
 /// Requests per pipelined batch.
 const BATCH: usize = 64;
 
-/// One blocking, pipelining text-protocol connection.
-struct Client {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-    line: Vec<u8>,
-    out: Vec<u8>,
-    data: Vec<u8>,
-}
-
-impl Client {
-    fn connect(port: u16) -> anyhow::Result<Client> {
-        let s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port)))?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Client {
-            w: s.try_clone()?,
-            r: BufReader::with_capacity(1 << 20, s),
-            line: Vec::new(),
-            out: Vec::new(),
-            data: vec![b'v'; 4096],
-        })
-    }
-
-    fn read_line(&mut self) -> anyhow::Result<()> {
-        self.line.clear();
-        if self.r.read_until(b'\n', &mut self.line)? == 0 {
-            bail!("server closed the connection");
-        }
-        Ok(())
-    }
-
-    /// Queues a noreply set.
-    fn set(&mut self, key: &[u8], len: usize) {
-        self.out.extend_from_slice(b"set ");
-        self.out.extend_from_slice(key);
-        self.out
-            .extend_from_slice(format!(" 0 0 {len} noreply\r\n").as_bytes());
-        self.out.extend_from_slice(&self.data[..len]);
-        self.out.extend_from_slice(b"\r\n");
-    }
-
-    fn send(&mut self) -> anyhow::Result<()> {
-        self.w.write_all(&self.out)?;
-        self.out.clear();
-        Ok(())
-    }
-
+/// What `storage` reads besides stores and `stats`.
+impl TextConn {
     /// Sends the queued requests plus `get` of each key; returns which were hits.
     fn gets(&mut self, keys: &[Vec<u8>], hits: &mut Vec<bool>) -> anyhow::Result<()> {
         for k in keys {
@@ -140,33 +95,6 @@ impl Client {
             }
         }
         Ok(())
-    }
-
-    /// `stats`, as (name, value) pairs.
-    fn stats(&mut self) -> anyhow::Result<Vec<(String, String)>> {
-        self.out.extend_from_slice(b"stats\r\n");
-        self.send()?;
-        let mut v = Vec::new();
-        loop {
-            self.read_line()?;
-            if self.line == b"END\r\n" {
-                return Ok(v);
-            }
-            let text = String::from_utf8_lossy(&self.line).trim_end().to_string();
-            let mut it = text.splitn(3, ' ');
-            if let (Some("STAT"), Some(n), Some(val)) = (it.next(), it.next(), it.next()) {
-                v.push((n.to_string(), val.to_string()));
-            }
-        }
-    }
-
-    fn stat(&mut self, name: &str) -> anyhow::Result<u64> {
-        Ok(self
-            .stats()?
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0))
     }
 }
 
@@ -254,9 +182,9 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start(a: &StorageArgs, s: &Named, mem_mb: u64) -> anyhow::Result<(Server, Client)> {
+fn start(a: &StorageArgs, s: &Named, mem_mb: u64) -> anyhow::Result<(Server, TextConn)> {
     let server = Server::start(&format!("{} -m {mem_mb}", s.cmd), &a.server_cpus)?;
-    let c = Client::connect(server.port)?;
+    let c = TextConn::connect(server.port)?;
     Ok((server, c))
 }
 
@@ -285,7 +213,7 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             let mut k = Vec::new();
             for i in 1..=n {
                 key(&mut k, "key:", 7, i);
-                c.set(&k, vlen);
+                c.store_noreply(b"set", &k, 0, vlen);
                 if i % 1000 == 0 {
                     c.send()?;
                 }
@@ -294,7 +222,7 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             c.gets(&[b"key:0000001".to_vec()], &mut hits)?;
             std::thread::sleep(Duration::from_millis(300));
             let after = rss_kib(server.pid)?;
-            let items = c.stat("curr_items")?;
+            let items = stat(&c.stats()?, "curr_items");
             if items != n {
                 eprintln!("{}: {items} of {n} items stored", s.name);
             }
@@ -320,7 +248,7 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
 /// Read-through requests: returns (gets, hits) over the measured ones.
 #[allow(clippy::too_many_arguments)]
 fn read_through(
-    c: &mut Client,
+    c: &mut TextConn,
     prefix: &str,
     width: usize,
     mut next: impl FnMut() -> u64,
@@ -347,7 +275,7 @@ fn read_through(
         for (i, &h) in hits.iter().enumerate() {
             if !h {
                 let k = keys[i].clone();
-                c.set(&k, vlen(ids[i]));
+                c.store_noreply(b"set", &k, 0, vlen(ids[i]));
             }
             slice_gets += 1;
             slice_hits += u64::from(h);
@@ -395,8 +323,8 @@ fn hit(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
         read_through(&mut c, "key:", 12, &mut next, vl, measured, 1, |_, g, h| {
             ratio = h as f64 / g as f64;
         })?;
-        let items = c.stat("curr_items")?;
-        let ev = c.stat("evictions")?;
+        let items = stat(&c.stats()?, "curr_items");
+        let ev = stat(&c.stats()?, "evictions");
         let b = *base.get_or_insert(ratio);
         eprintln!("hit {}: {ratio:.4}, {items} items, {ev} evictions", s.name);
         println!(
@@ -487,7 +415,7 @@ fn calcify(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
                 let mut k = Vec::new();
                 for i in 0..fill {
                     key(&mut k, "a:", 10, i);
-                    c.set(&k, 100);
+                    c.store_noreply(b"set", &k, 0, 100);
                     if i % 1000 == 999 {
                         c.send()?;
                     }

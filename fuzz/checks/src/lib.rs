@@ -18,8 +18,12 @@
 //! |          | and corrupted anywhere      | cut; a broken stream closes; the server lives  |
 //! | `restart`| edits to a saved memory     | warm restart: refused or read consistently,    |
 //! |          | file and its `.meta`        | accounting within `-m`, untouched state intact |
+//!
+//! Each target's file is named for it; `reader.rs` is the input read as numbers,
+//! which every program-driven check uses.
 
 mod binary;
+mod reader;
 mod restart;
 mod store;
 mod text;

@@ -32,6 +32,8 @@ use memcrab_store::seg::meta::{self, Meta};
 use memcrab_store::seg::{meta_path, open_memory_file};
 use memcrab_store::{Config, Engine, GetOpts, Mode, StoreOpts, StoreResult, WalkCursor};
 
+use crate::reader::Reader;
+
 /// `-m` of the saved engine: 64 KiB segments, a 2.4 MB memory file.
 const LIMIT_BYTES: u64 = 2 << 20;
 const ITEM_SIZE_MAX: usize = 64 * 1024;
@@ -117,25 +119,7 @@ fn saved() -> &'static Saved {
     })
 }
 
-/// Reads the edit list; reads past the end yield zeros.
-struct Reader<'a>(&'a [u8]);
-
 impl Reader<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-    fn u64(&mut self) -> u64 {
-        u64::from(self.u32()) | u64::from(self.u32()) << 32
-    }
     /// Up to 15 bytes to write somewhere.
     fn patch(&mut self) -> Vec<u8> {
         let n = usize::from(self.u8() % 16);

@@ -22,6 +22,8 @@ use memcrab_store::{
     StoreOpts, StoreResult, Vivify,
 };
 
+use crate::reader::Reader;
+
 /// The `store` fuzz target.
 pub fn store(data: &[u8]) {
     let mut r = Reader(data);
@@ -32,28 +34,7 @@ pub fn store(data: &[u8]) {
     }
 }
 
-/// Reads the program; reads past the end yield zeros.
-struct Reader<'a>(&'a [u8]);
-
 impl Reader<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-    fn u64(&mut self) -> u64 {
-        u64::from(self.u32()) | u64::from(self.u32()) << 32
-    }
-    fn bool(&mut self) -> bool {
-        self.u8() & 1 == 1
-    }
     fn done(&self) -> bool {
         self.0.is_empty()
     }

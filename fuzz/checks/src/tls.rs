@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use memcrab_testkit::{Launch, Scratch, Server};
+
+use crate::reader::Reader;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
@@ -147,24 +149,6 @@ fn client_config(tls13: bool) -> Arc<ClientConfig> {
     };
     let c = CONFIGS.get_or_init(|| [make(&rustls::version::TLS12), make(&rustls::version::TLS13)]);
     Arc::clone(&c[usize::from(tls13)])
-}
-
-/// Reads the program; reads past the end yield zeros.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
 }
 
 /// One client connection and what it has seen.

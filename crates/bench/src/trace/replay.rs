@@ -16,15 +16,15 @@
 //! replayer's count. Afterwards every distinct key is probed with multi-key `get`s:
 //! the key + value bytes the server held at the end (the simulators' capacity).
 
-use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::collections::HashSet;
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
 use super::gen::Trace;
 use super::shape::Op;
+use crate::textconn::{stat, TextConn};
 
 const BATCH_MAX: usize = 64;
 /// Counted requests between two `stats` samples of `curr_items`.
@@ -33,56 +33,8 @@ const SAMPLE_EVERY: usize = 20_000;
 /// (24 keys of at most 62 bytes keep the line under 2 KB, memcached's ordinary line.)
 const PROBE_KEYS: usize = 24;
 
-pub struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-    out: Vec<u8>,
-    line: Vec<u8>,
-    fill: Vec<u8>,
-}
-
-impl Conn {
-    pub fn connect(port: u16) -> anyhow::Result<Conn> {
-        let s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port)))?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Conn {
-            w: s.try_clone()?,
-            r: BufReader::with_capacity(1 << 20, s),
-            out: Vec::with_capacity(1 << 16),
-            line: Vec::new(),
-            fill: Vec::new(),
-        })
-    }
-
-    fn send(&mut self) -> anyhow::Result<()> {
-        self.w.write_all(&self.out)?;
-        self.out.clear();
-        Ok(())
-    }
-
-    fn read_line(&mut self) -> anyhow::Result<()> {
-        self.line.clear();
-        if self.r.read_until(b'\n', &mut self.line)? == 0 {
-            bail!("server closed the connection");
-        }
-        Ok(())
-    }
-
-    /// Queues `CMD key 0 ttl len noreply` and the value.
-    fn store(&mut self, cmd: &[u8], key: &[u8], ttl_secs: u32, len: u32) {
-        self.out.extend_from_slice(cmd);
-        self.out.push(b' ');
-        self.out.extend_from_slice(key);
-        self.out
-            .extend_from_slice(format!(" 0 {ttl_secs} {len} noreply\r\n").as_bytes());
-        if self.fill.len() < len as usize {
-            self.fill.resize(len as usize, b'v');
-        }
-        self.out.extend_from_slice(&self.fill[..len as usize]);
-        self.out.extend_from_slice(b"\r\n");
-    }
-
+/// What the replay reads besides stores and `stats`.
+impl TextConn {
     /// Reads get replies up to the `ends`th `END`, calling `on_value` with the
     /// number of `END`s before each `VALUE` (a single get's position in the batch)
     /// and its key.
@@ -113,28 +65,6 @@ impl Conn {
         }
         Ok(())
     }
-
-    pub fn stats(&mut self) -> anyhow::Result<HashMap<String, String>> {
-        self.out.extend_from_slice(b"stats\r\n");
-        self.send()?;
-        let mut v = HashMap::new();
-        loop {
-            self.read_line()?;
-            if self.line == b"END\r\n" {
-                return Ok(v);
-            }
-            let text = String::from_utf8_lossy(&self.line).trim_end().to_string();
-            let mut it = text.splitn(3, ' ');
-            if let (Some("STAT"), Some(n), Some(val)) = (it.next(), it.next(), it.next()) {
-                v.insert(n.to_string(), val.to_string());
-            }
-        }
-    }
-}
-
-/// A `stats` field as a number (0 if absent).
-pub fn stat(s: &HashMap<String, String>, name: &str) -> u64 {
-    s.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// What one replay measured.
@@ -181,7 +111,7 @@ impl Outcome {
 }
 
 pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::Result<Outcome> {
-    let mut c = Conn::connect(port)?;
+    let mut c = TextConn::connect(port)?;
     let mut o = Outcome::default();
     let start = Instant::now();
     let mut before = None;
@@ -226,8 +156,8 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
                     c.out.extend_from_slice(b"\r\n");
                     reads_at.push((names.len(), r.key));
                 }
-                Op::Add => c.store(b"add", &name, m.ttl_secs, m.value_bytes),
-                Op::Cas => c.store(b"replace", &name, m.ttl_secs, m.value_bytes),
+                Op::Add => c.store_noreply(b"add", &name, m.ttl_secs, m.value_bytes as usize),
+                Op::Cas => c.store_noreply(b"replace", &name, m.ttl_secs, m.value_bytes as usize),
             }
             names.push(name);
             j += 1;
@@ -247,7 +177,7 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
             if !hit {
                 let m = trace.meta(key);
                 let name = std::mem::take(&mut names[name_at]);
-                c.store(b"set", &name, m.ttl_secs, m.value_bytes);
+                c.store_noreply(b"set", &name, m.ttl_secs, m.value_bytes as usize);
                 o.fills += 1;
             }
         }
@@ -273,7 +203,7 @@ pub fn replay(trace: &Trace, port: u16, warmup: usize, paced: bool) -> anyhow::R
 }
 
 /// Sums the key + value bytes of every distinct key of the trace the server holds.
-fn probe(trace: &Trace, c: &mut Conn, o: &mut Outcome) -> anyhow::Result<()> {
+fn probe(trace: &Trace, c: &mut TextConn, o: &mut Outcome) -> anyhow::Result<()> {
     let mut keys: Vec<u64> = trace.reqs.iter().map(|r| r.key).collect();
     keys.sort_unstable();
     keys.dedup();
