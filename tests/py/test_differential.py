@@ -390,11 +390,14 @@ case("cache_memlimit", b"cache_memlimit 100\r\ncache_memlimit 7\r\ncache_memlimi
 # ---------------------------------------------------------------------------
 # stats
 case("stats_general", b"stats\r\n", stats=GENERAL_STATS, stat_values=COUNTER_STATS)
+# No flush_all here: what curr_items shows right after one differs between releases
+# (1.6.18 frees lazily, racing its LRU maintainer; 1.6.25+ unlinks at once, as memcrab
+# does; crates/server/tests/today.rs checks that against 1.6.45).
 case("stats_counters",
      store(b"a", b"1") + store(b"b", b"22") + b"get a b c\r\ngets a\r\ndelete b\r\ndelete b\r\n"
      + b"incr a 1\r\nincr zz 1\r\ndecr a 1\r\ndecr zz 1\r\ntouch a 0\r\ntouch zz 0\r\ngat 0 a zz\r\n"
      + store(b"a", b"x", cmd=b"cas", extra=b"1") + store(b"zz", b"x", cmd=b"cas", extra=b"1")
-     + store(b"a", b"x", cmd=b"add") + b"flush_all\r\nstats\r\n",
+     + store(b"a", b"x", cmd=b"add") + b"stats\r\n",
      stats=GENERAL_STATS, stat_values=COUNTER_STATS)
 case("stats_counters_cas_hit", store(b"a", b"1") + b"gets a\r\n",
      store(b"a", b"2", cmd=b"cas", extra=b"<cas#1>") + b"stats\r\n", stat_values=COUNTER_STATS)

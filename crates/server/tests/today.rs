@@ -13,6 +13,7 @@
 //! - `slabs automove 2` (1.6.34), `stats sizes_enable|disable` gone (1.6.25),
 //!   `-X` refusing `stats detail` (text 1.6.37, binary 1.6.44);
 //! - `VERSION` as the bare release number;
+//! - flush_all unlinking what it flushes at once (1.6.25);
 //! - the hardening of 1.6.41 to 1.6.45: inputs those releases fixed crashes or
 //!   overruns on, answered as 1.6.45 answers them (not yet here: the stricter ASCII
 //!   auth of `-Y`, which is the request step's; docs/compatibility.md).
@@ -283,6 +284,33 @@ fn admin_changes() {
     assert_eq!(&head[..8], &[0x81, 0x10, 0, 0, 0, 0, 0, 1], "{head:?}");
     let len = u32::from_be_bytes([head[8], head[9], head[10], head[11]]) as usize;
     assert_eq!(c.read_exact_bytes(len), b"Not found");
+}
+
+/// flush_all (1.6.25) unlinks what it flushes before it answers: curr_items and bytes
+/// drop at once, and a later lookup is a plain miss, not get_flushed. A delayed flush
+/// leaves the items until it is due.
+#[test]
+fn flush_all_unlinks_at_once() {
+    let (_s, mut c) = server(&[]);
+    for i in 0..200 {
+        c.call(
+            format!("set k{i} 0 0 3\r\nabc\r\n").as_bytes(),
+            b"STORED\r\n",
+        );
+    }
+    assert_eq!(c.stat("curr_items"), 200);
+    c.call(b"flush_all 1000\r\n", b"OK\r\n");
+    assert_eq!(c.stat("curr_items"), 200);
+    c.call(b"get k7\r\n", b"VALUE k7 0 3\r\nabc\r\nEND\r\n");
+    c.call(b"flush_all\r\n", b"OK\r\n");
+    let s = c.stats("");
+    assert_eq!((&s["curr_items"][..], &s["bytes"][..]), ("0", "0"));
+    c.call(b"get k1 k2\r\n", b"END\r\n");
+    let s = c.stats("");
+    assert_eq!((&s["get_flushed"][..], &s["get_misses"][..]), ("0", "2"));
+    c.call(b"set after 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.call(b"flush_all noreply\r\nmn\r\n", b"MN\r\n");
+    assert_eq!(c.stat("curr_items"), 0);
 }
 
 /// 1.6.41 to 1.6.45's hardening: the inputs of those fixes that are not the text

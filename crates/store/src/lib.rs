@@ -566,8 +566,10 @@ pub trait Engine: Send + Sync {
     fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta;
 
     /// memcached's flush_all: with `at == None` every item stored so far becomes
-    /// invalid now; with `Some(t)`, items last stored before `t` become invalid once the
-    /// clock reaches `t`. A later flush replaces a pending one.
+    /// invalid now, and is freed before this returns (memcached 1.6.25+ unlinks
+    /// them at once, so curr_items drops and a later lookup is a plain miss); with
+    /// `Some(t)`, items last stored before `t` become invalid once the clock reaches
+    /// `t`, and `maintain` frees them then. A later flush replaces a pending one.
     fn flush_all(&self, at: Option<RelTime>);
 
     /// `cache_memlimit`: a new byte limit; the excess is evicted on later stores.

@@ -602,10 +602,14 @@ impl Engine for Reference {
                 sh.oldest_cas = sh.upcoming_cas();
             }
         }
-        // `maintain` frees the flushed items once the flush is due, as memcached's LRU
-        // crawler does within moments; until then a lookup meets them and counts
-        // get_flushed, as in memcached.
-        self.flush_gen.fetch_add(1, Ordering::Relaxed);
+        // An immediate flush frees its items before it returns, as memcached 1.6.25+
+        // unlinks them at once (item_flush_expired). A delayed one is freed by
+        // `maintain` once due; until then a lookup meets them and counts get_flushed.
+        let gen = self.flush_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        if oldest_live <= now {
+            self.swept_gen.store(gen, Ordering::Relaxed);
+            self.sweep_flushed();
+        }
     }
 
     fn set_limit(&self, limit_bytes: u64) {

@@ -268,6 +268,8 @@ fn flush_all_immediate_and_sweep() {
         );
     }
     e.flush_all(None);
+    // Freed before flush_all returns (memcached 1.6.25+ unlinks at once).
+    assert_eq!((e.stats().curr_items, e.stats().bytes), (0, 0));
     assert!(get(&e, b"k1").is_none());
     e.store(Mode::Set, b"after", 0, 0, b"v", &StoreOpts::default());
     assert!(get(&e, b"after").is_some());

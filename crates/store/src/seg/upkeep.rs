@@ -1,4 +1,5 @@
-//! Upkeep: flush_all ([`Seg::flush_all_impl`]) and what `maintain` does once a second
+//! Upkeep: flush_all ([`Seg::flush_all_impl`], which frees an immediate flush's
+//! segments before it returns) and what `maintain` does once a second
 //! ([`Seg::maintain_impl`]): shrinking index tables left mostly empty
 //! (`Seg::shrink_index`), collecting retired index tables, freeing sealed
 //! segments that expired or were flushed whole ([`Seg::expire_segments`]), and
@@ -145,6 +146,14 @@ impl Seg {
                 }
             }
             self.flush.gen.fetch_max(f, Ordering::Release);
+            // memcached 1.6.25+ unlinks the flushed items at once (item_flush_expired):
+            // curr_items and bytes drop before the OK, and a later lookup is a plain
+            // miss. Freeing the flushed segments here does that; nothing is left for
+            // `maintain` to sweep.
+            self.expire_segments();
+            let seq = self.flush_seq.fetch_add(1, Ordering::Relaxed) + 1;
+            self.swept_seq.store(seq, Ordering::Relaxed);
+            return;
         }
         self.flush_seq.fetch_add(1, Ordering::Relaxed);
     }
