@@ -132,7 +132,7 @@ fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()>
     if settings.enable_coredumps {
         service::enable_coredumps()?;
     }
-    let store = open_engine(&settings)?;
+    let store = open_engine(&settings, user.as_ref())?;
     choose_io(&mut settings);
     let metrics = bind_metrics(&mut settings)?;
     let server = Arc::new(Server::new(settings, store.engine, tls));
@@ -200,8 +200,9 @@ struct Store {
 }
 
 /// Builds the engine `-o engine` names; with -e, on a memory file, warm if the last
-/// stop saved it.
-fn open_engine(settings: &Settings) -> anyhow::Result<Store> {
+/// stop saved it. The memory file and its metadata may belong to the `-u` user too
+/// (it writes the metadata at a graceful stop, after start-up left root).
+fn open_engine(settings: &Settings, user: Option<&nix::unistd::User>) -> anyhow::Result<Store> {
     let config = Config {
         limit_bytes: settings.memory_limit_mb * 1024 * 1024,
         evict: !settings.no_evict,
@@ -215,7 +216,8 @@ fn open_engine(settings: &Settings) -> anyhow::Result<Store> {
     };
     Ok(match (settings.engine, &settings.memory_file) {
         (EngineKind::Seg, Some(path)) => {
-            let started = memcrab_store::seg::open_memory_file(config, path)
+            let trusted: Vec<u32> = user.map(|u| u.uid.as_raw()).into_iter().collect();
+            let started = memcrab_store::seg::open_memory_file_trusting(config, path, &trusted)
                 .with_context(|| format!("-e {}", path.display()))?;
             // memcached prints its [restart] lines whatever the verbosity.
             eprintln!("[restart] {}", started.log);

@@ -9,7 +9,8 @@
 //! - a network client: a get line without a newline is buffered up to 1 MiB, no
 //!   more (the other per-connection bounds are in commands.rs and server.rs);
 //! - a local user and the memory file: the memory file and its `.meta` are created
-//!   mode 0600, owned by the server's user.
+//!   mode 0600, owned by the server's user, and refused when someone else could
+//!   have written them (mode, owner, a symbolic link in their place).
 
 mod common;
 
@@ -150,4 +151,112 @@ fn assert_private(p: &Path) {
         p.display(),
         m.permissions().mode() & 0o777
     );
+}
+
+/// Whether a missing prerequisite (root) fails the test (scripts/test as root sets
+/// MEMCRAB_SERVICE_TESTS=require) or skips that part.
+fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var("MEMCRAB_SERVICE_TESTS").map_or(true, |v| v != "require"),
+            "MEMCRAB_SERVICE_TESTS=require, but not root for {what}"
+        );
+        eprintln!("skipped (not root): {what}");
+    }
+    root
+}
+
+/// Local user, memory file: a memory file or `.meta` that someone other than the
+/// server's user (or root) could have written is refused, as sshd's StrictModes
+/// refuses keys: writable by group or others, a symbolic link planted in its place
+/// (the file it points to is left untouched), owned by another user. A `.meta`
+/// owned by the `-u` user, which writes it at a graceful stop, is trusted.
+#[test]
+fn memory_file_someone_else_could_write_is_refused() {
+    if against_memcached() {
+        return;
+    }
+    let dir = scratch_dir("threat-strict");
+    let mem = dir.join("mem");
+    let mem_s = mem.to_str().expect("utf-8 path").to_string();
+    let refused = |why: &str| {
+        let out = common::run_cli(&["-l", "127.0.0.1:0", "-U", "0", "-m", "8", "-e", &mem_s]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "started on a {why} memory file: {err}"
+        );
+        assert!(err.contains(why) && err.contains("refusing it"), "{err}");
+    };
+    fs::write(&mem, b"").expect("create");
+    fs::set_permissions(&mem, fs::Permissions::from_mode(0o666)).expect("chmod");
+    refused("writable by its group or by others");
+    fs::set_permissions(&mem, fs::Permissions::from_mode(0o620)).expect("chmod");
+    refused("writable by its group or by others");
+
+    fs::remove_file(&mem).expect("rm");
+    let victim = dir.join("victim");
+    fs::write(&victim, b"precious").expect("write");
+    fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::symlink(&victim, &mem).expect("symlink");
+    refused("symbolic link");
+    assert_eq!(fs::read(&victim).expect("read"), b"precious");
+    fs::remove_file(&mem).expect("rm");
+
+    if !root_or_skip("files owned by another user") {
+        return;
+    }
+    let nobody = nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .expect("a user nobody");
+    let uid = nobody.uid.as_raw();
+    let mut meta = mem.as_os_str().to_owned();
+    meta.push(".meta");
+    let meta = std::path::PathBuf::from(meta);
+    let saved = |args: &[&str]| {
+        let mut s = Server::tcp(args);
+        s.connect().call(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
+        s.signal("USR1");
+        let st = s.wait_exit(Duration::from_secs(60));
+        assert!(st.success(), "SIGUSR1 exit {st}: {}", s.stderr());
+        std::os::unix::fs::chown(&meta, Some(uid), None).expect("chown .meta");
+    };
+    let restart_line = |s: &Server| {
+        s.stderr()
+            .lines()
+            .find(|l| l.starts_with("[restart] ") && !l.starts_with("[restart] saved "))
+            .unwrap_or_else(|| panic!("no [restart] line: {}", s.stderr()))
+            .to_string()
+    };
+    let args = ["-m", "8", "-e", mem_s.as_str()];
+    // A .meta of another user: a cold start that says why, and the .meta is gone.
+    saved(&args);
+    let s = Server::tcp(&args);
+    let line = restart_line(&s);
+    assert!(
+        line.contains("empty cache") && line.contains(&format!("owned by uid {uid}")),
+        "{line}"
+    );
+    assert!(!meta.exists(), "an untrusted .meta was left");
+    s.connect().call(b"get k\r\n", b"END\r\n");
+    drop(s);
+    // The same .meta, with that user as -u: warm.
+    saved(&args);
+    let with_u = ["-m", "8", "-e", mem_s.as_str(), "-u", "nobody"];
+    let s = Server::tcp(&with_u);
+    assert!(
+        restart_line(&s).contains("warm restart from"),
+        "{}",
+        s.stderr()
+    );
+    s.connect()
+        .call(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    drop(s);
+    // The memory file itself owned by another user: refused.
+    std::os::unix::fs::chown(&mem, Some(uid), None).expect("chown");
+    refused(&format!("owned by uid {uid}"));
+    let _ = fs::remove_dir_all(&dir);
 }

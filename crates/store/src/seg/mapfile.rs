@@ -17,7 +17,7 @@
 //! Locks: `units`, a mutex that only the arena lock's holder takes (segments are
 //! given and taken back under it), so it is never contended.
 //!
-//! Imports: nothing of the engine's.
+//! Imports: strict (how the file is opened); nothing of the engine's.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,6 +26,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use memmap2::{MmapOptions, MmapRaw};
+
+use super::strict;
 use parking_lot::Mutex;
 
 /// The allocation unit: the smallest segment size.
@@ -64,20 +66,26 @@ impl MemFile {
     /// that long, its old contents are discarded first (truncated to 0), so a cold
     /// start never shares pages with a previous run. Returns the file and whether
     /// the old contents were kept.
+    /// The file must pass [`strict::open`]'s checks (`trusted`: owners allowed
+    /// besides this user and root).
     pub fn open(
         path: &Path,
         limit_bytes: u64,
         seg_size: u32,
         keep: bool,
+        trusted: &[u32],
     ) -> io::Result<(MemFile, bool)> {
         let len = file_len(limit_bytes, seg_size);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)?;
+        let file = strict::open(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600),
+            trusted,
+        )?;
         // Two servers on one file would write over each other's items: the
         // first holds an exclusive lock for as long as it has the file open.
         // SAFETY: flock takes a descriptor we own and flags; it touches no memory.
@@ -228,7 +236,7 @@ mod tests {
     #[test]
     fn alloc_free_claim() {
         let dir = std::env::temp_dir().join(format!("memcrab-mapfile-{}", std::process::id()));
-        let (f, kept) = MemFile::open(&dir, 7 * UNIT, UNIT as u32, true).expect("open");
+        let (f, kept) = MemFile::open(&dir, 7 * UNIT, UNIT as u32, true, &[]).expect("open");
         assert!(!kept);
         let a = f.alloc(2 * UNIT as u32);
         let b = f.alloc(UNIT as u32 + 1);
@@ -246,7 +254,7 @@ mod tests {
         assert!(f.claim(8 * UNIT, 1).is_none(), "outside");
         assert!(f.claim(UNIT / 2, 1).is_none(), "unaligned");
         assert!(
-            MemFile::open(&dir, 7 * UNIT, UNIT as u32, true).is_err(),
+            MemFile::open(&dir, 7 * UNIT, UNIT as u32, true, &[]).is_err(),
             "a second opener must be refused while the first has the file"
         );
         let x = 0u8;

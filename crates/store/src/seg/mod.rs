@@ -48,6 +48,7 @@
 //!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
 //!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
 //!   meta.rs       the restart metadata file: encode, strict decode       none
+//!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
 //!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!                 (its unit tests: index_tests.rs)
@@ -71,6 +72,7 @@ pub mod meta;
 mod ops;
 mod persist;
 mod segments;
+mod strict;
 mod upkeep;
 mod walk;
 mod write;
@@ -93,7 +95,7 @@ use write::{Region, REGIONS, TTL_BUCKETS};
 pub use index::same_buckets_everywhere;
 pub use keyhash::KeyHasher;
 pub use lease::{Lease, Lender};
-pub use persist::{meta_path, open_memory_file, Saved, Started};
+pub use persist::{meta_path, open_memory_file, open_memory_file_trusting, Saved, Started};
 pub use segments::segment_bytes;
 
 /// Cumulative counters, relaxed atomics (each is a plain statistic).

@@ -36,7 +36,7 @@
 //! restart runs before the engine is shared.
 //!
 //! Imports: `super::Seg` (its fields), link (`Seg::link`, `find_locked`), arena,
-//! segments, mapfile, meta, item, index, keyhash.
+//! segments, mapfile, meta, item, index, keyhash, strict.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -50,6 +50,7 @@ use super::keyhash::KeyHasher;
 use super::mapfile::{self, MemFile};
 use super::meta::{self, Meta};
 use super::segments::{segment_bytes, Life};
+use super::strict;
 use super::Seg;
 use crate::clock::Clock;
 use crate::Config;
@@ -91,9 +92,13 @@ fn unix_now() -> i64 {
 
 /// Reads and deletes the metadata file. Deleting first is what makes a crash
 /// later in this run leave no metadata to trust.
-fn take_meta(path: &Path) -> Result<Meta, String> {
+fn take_meta(path: &Path, trusted: &[u32]) -> Result<Meta, String> {
     let mp = meta_path(path);
-    let bytes = match fs::read(&mp) {
+    let read = strict::open(&mp, fs::OpenOptions::new().read(true), trusted).and_then(|mut f| {
+        let mut b = Vec::new();
+        io::Read::read_to_end(&mut f, &mut b).map(|_| b)
+    });
+    let bytes = match read {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(format!(
@@ -101,7 +106,11 @@ fn take_meta(path: &Path) -> Result<Meta, String> {
                 mp.display()
             ))
         }
-        Err(e) => return Err(format!("cannot read {}: {e}", mp.display())),
+        Err(e) => {
+            // Not trusted, or unreadable: never read again either.
+            let _ = fs::remove_file(&mp);
+            return Err(format!("cannot read {}: {e}", mp.display()));
+        }
     };
     fs::remove_file(&mp).map_err(|e| {
         format!(
@@ -166,8 +175,16 @@ fn check_hash(m: &Meta) -> Result<(), String> {
 
 /// Opens the memory file at `path` for an engine of `cfg` and brings back what the
 /// last graceful stop saved, if everything about it checks out; otherwise starts
-/// empty. Errors only when the file cannot be created or mapped.
+/// empty. Errors only when the file cannot be created or mapped, or is not to be
+/// trusted (see strict.rs); a metadata file that is not to be trusted means a cold
+/// start.
 pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
+    open_memory_file_trusting(cfg, path, &[])
+}
+
+/// [`open_memory_file`], trusting files owned by the users in `trusted` too (the
+/// `-u` user, which writes the metadata at a graceful stop).
+pub fn open_memory_file_trusting(cfg: Config, path: &Path, trusted: &[u32]) -> io::Result<Started> {
     let t0 = Instant::now();
     let seg_size = segment_bytes(cfg.limit_bytes);
     let file_len = mapfile::file_len(cfg.limit_bytes, seg_size);
@@ -178,7 +195,7 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
         use_cas: cfg.use_cas,
         file_len,
     };
-    let checked = take_meta(path)
+    let checked = take_meta(path, trusted)
         .and_then(|m| check_settings(&m, &want).map(|()| m))
         .and_then(|m| check_hash(&m).map(|()| m));
     let why_cold = match checked {
@@ -189,7 +206,7 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
                 ..cfg
             };
             let down = unix_now() - m.stop_unix;
-            let (file, kept) = MemFile::open(path, cfg.limit_bytes, seg_size, true)?;
+            let (file, kept) = MemFile::open(path, cfg.limit_bytes, seg_size, true, trusted)?;
             if down < 0 {
                 format!("the clock went back {} s since the stop", -down)
             } else if !kept {
@@ -227,7 +244,7 @@ pub fn open_memory_file(cfg: Config, path: &Path) -> io::Result<Started> {
         }
     };
     // Cold: discard the old contents (and so the pages a previous run left).
-    let (file, _) = MemFile::open(path, cfg.limit_bytes, seg_size, false)?;
+    let (file, _) = MemFile::open(path, cfg.limit_bytes, seg_size, false, trusted)?;
     let clock = Arc::new(Clock::new());
     let seg = Seg::with_memory(cfg, Arc::clone(&clock), Some(Arc::new(file)));
     Ok(Started {
@@ -448,10 +465,15 @@ impl Seg {
         {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
+            // A new file, never one found there: whatever sits at the name (a
+            // symbolic link someone planted, say) goes, and O_EXCL creates afresh.
+            match fs::remove_file(&tmp) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
             let mut f = fs::OpenOptions::new()
                 .write(true)
-                .create(true)
-                .truncate(true)
+                .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
             f.write_all(&bytes)?;
