@@ -381,21 +381,17 @@ fn start_workers(
         let (tx, rx) = std::sync::mpsc::channel();
         to_workers.push((tx, Arc::clone(&waker)));
         wakers.push(waker);
-        let udp = udp_sockets
-            .iter()
-            .map(|u| udp::Port::new(server, u))
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let udp = udp::Ports::new(server, udp_sockets)?;
         let w = worker::Worker {
             id,
             poll,
             rx,
             server: Arc::clone(server),
-            udp,
         };
         handles.push(
             thread::Builder::new()
                 .name(format!("worker-{id}"))
-                .spawn(move || drive(w, io))?,
+                .spawn(move || drive(w, udp, io))?,
         );
     }
     let _ = server.wakers.set(wakers);
@@ -406,18 +402,18 @@ fn start_workers(
     })
 }
 
-/// A worker thread's life on the driver `io` names. io_uring hands the worker back
-/// when its ring cannot be set up or fails at run time (having closed the
-/// connections on it); the epoll driver then serves it from there on.
-fn drive(w: worker::Worker, io: IoKind) {
-    let w = match io {
-        IoKind::Uring => match uring::run(w) {
-            Some(w) => w,
+/// A worker thread's life on the driver `io` names. io_uring hands the worker and
+/// its UDP sockets back when its ring cannot be set up or fails at run time (having
+/// closed the connections on it); the epoll driver then serves them from there on.
+fn drive(w: worker::Worker, udp: udp::Ports, io: IoKind) {
+    let (w, udp) = match io {
+        IoKind::Uring => match uring::run(w, udp) {
+            Some(taken_back) => taken_back,
             None => return,
         },
-        IoKind::Epoll => w,
+        IoKind::Epoll => (w, udp),
     };
-    epoll::run(w);
+    epoll::run(w, udp);
 }
 
 /// The signal thread: SIGHUP reloads (users and TLS certificates); SIGUSR1 is

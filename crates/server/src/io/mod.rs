@@ -7,13 +7,16 @@
 //!        └── neither imports the other ──┘       uring/mod.rs); a worker thread
 //!                                                runs one, and when io_uring gives
 //!                                                its worker back, epoll takes it on
-//!   worker.rs   what both drivers share: a worker's parts and Ctx, opening and
-//!               closing a connection, poll registration, the idle test, UDP dispatch
+//!   worker.rs   what both drivers share below the connection: a worker's parts
+//!               and Ctx, a new connection's lending floor, poll registration,
+//!               noting opened and closed connections, the idle test
 //!   stream.rs   a socket (net.rs's Stream) as a connection's Wire
 //!   handoff.rs  a new connection from the acceptor to a worker
 //!   conn.rs     the connection core: bytes in, replies out (Out), through a Wire
+//!   wire.rs     the Wire trait: how a connection's bytes reach and leave the peer
 //!   net.rs      listeners and sockets (TCP, unix, UDP), the Stream type
-//!   udp.rs      UDP: datagram framing around the request step
+//!   udp.rs      UDP: datagram framing around the request step, and a worker's
+//!               UDP sockets (Ports), which each driver polls and serves
 //!   tls.rs      TLS (rustls) streams and certificates
 //!   out.rs      a connection's output: bytes and values lent by the store
 //! ```
@@ -27,4 +30,5 @@ pub mod stream;
 pub mod tls;
 pub mod udp;
 pub mod uring;
+pub mod wire;
 pub mod worker;

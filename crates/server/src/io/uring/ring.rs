@@ -27,8 +27,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use io_uring::{opcode, squeue, types};
 
 use crate::exec::Ctx;
-use crate::io::conn::{Wire, KEEP_BUFFER_BYTES};
 use crate::io::out::{Out, IOV_MAX};
+use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
 
 /// Received bytes held back by a connection that cannot serve them
 /// ([`crate::io::conn::Conn::backlog`]) above which the driver cancels its receive
