@@ -26,12 +26,13 @@
 //!
 //! ```text
 //!   main.rs       start-up steps, threads, signals
-//!   startup/      the command line, -u/-d/-P, password files, the acceptor thread
-//!   io/           the transport: sockets, connections, the epoll and io_uring loops,
-//!                 UDP, TLS, reply bytes (its file map: io/mod.rs)
+//!   startup/      the command line, -u/-d/-P, password files
+//!   io/           the transport: the acceptor, sockets, connections, the epoll and
+//!                 io_uring loops, UDP, TLS (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
 //!   admin/        stats and counters, watch, stats detail, slab classes, tunables
+//!   out.rs        a connection's reply output: bytes, and values lent by the store
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
 //! ```
@@ -39,6 +40,7 @@
 mod admin;
 mod exec;
 mod io;
+mod out;
 mod request;
 mod server;
 mod startup;
@@ -55,10 +57,10 @@ use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
 use crate::admin::{slab, watch};
-use crate::io::{epoll, handoff, net, tls, udp, uring, worker};
+use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
-use crate::startup::{listen, service, settings};
+use crate::startup::{certs, service, settings};
 
 fn main() {
     let cmd = match settings::parse(std::env::args().skip(1)) {
@@ -88,11 +90,11 @@ fn main() {
         }
     };
     // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
-    let tls = match tls::start(&settings.tls, settings.port, settings.verbose > 0) {
+    let tls = match certs::start(&settings.tls, settings.port, settings.verbose > 0) {
         Ok(t) => t,
         Err(msg) => {
             eprintln!("{msg}");
-            std::process::exit(tls::EXIT_USAGE);
+            std::process::exit(certs::EXIT_USAGE);
         }
     };
     if let Err(e) = run(settings, tls) {
@@ -123,7 +125,7 @@ fn usable_cpus() -> Option<usize> {
 
 /// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
 /// then serving until shutdown, then the graceful stop's save.
-fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
+fn run(mut settings: Settings, tls: Option<Arc<certs::Tls>>) -> anyhow::Result<()> {
     cap_workers(&mut settings);
     tune_malloc(&settings);
     let signals = catch_signals()?;

@@ -26,7 +26,7 @@
 //! driver that receives without asking stops once [`Conn::backlog`] passes its
 //! limit).
 //!
-//! Large values may be lent by the store instead of copied ([`crate::io::out`]):
+//! Large values may be lent by the store instead of copied ([`crate::out`]):
 //! values of at least `-o value_lend_min` bytes, unless the driver says 0 (TLS: the
 //! TLS layer encrypts from a buffer). Lent bytes count as unsent output, so a client
 //! that never reads holds at most about [`OUTPUT_HIGH_WATER`] of leases.
@@ -39,8 +39,8 @@ use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
 use crate::admin::watch::Watcher;
 use crate::exec::Ctx;
-use crate::io::out::Out;
 use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
+use crate::out::Out;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
 

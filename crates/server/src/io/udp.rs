@@ -72,7 +72,7 @@ use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 use mio::{Interest, Poll, Token};
 
 use crate::exec::{Ctx, Flow};
-use crate::io::out::Out;
+use crate::out::Out;
 use crate::request::{Done, Session};
 use crate::server::{ConnInfo, Server};
 use crate::startup::settings::parse_config;

@@ -6,7 +6,7 @@
 use std::io;
 
 use crate::exec::Ctx;
-use crate::io::out::Out;
+use crate::out::Out;
 
 /// Buffers larger than this are released when they empty (a connection's read
 /// buffer, a wire's own).

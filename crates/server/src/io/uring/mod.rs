@@ -69,9 +69,9 @@ use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
 use crate::io::handoff::WAKE;
 use crate::io::net::Stream;
-use crate::io::out::Out;
 use crate::io::udp::Ports;
 use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
+use crate::out::Out;
 use crate::request::Session;
 use crate::server::Server;
 
