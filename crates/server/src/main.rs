@@ -21,20 +21,22 @@
 //! One request path serves every transport: a transport moves bytes and calls the
 //! request step, which frames and decodes requests and hands them to the executors.
 //!
-//! What is at the top (no two files import each other, directly or around a
-//! circle); each folder's `mod.rs` maps its own files:
+//! What is at the top, each above what it imports (no two files import each other,
+//! directly or around a circle); each folder's `mod.rs` maps its own files:
 //!
 //! ```text
 //!   main.rs       start-up steps, threads, signals
-//!   startup/      the command line, -u/-d/-P, password files
 //!   io/           the transport: the acceptor, sockets, connections, the epoll and
-//!                 io_uring loops, UDP, TLS (its file map: io/mod.rs)
+//!                 io_uring loops, UDP, TLS streams (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
 //!   admin/        stats and counters, watch, stats detail, slab classes, tunables
-//!   out.rs        a connection's reply output: bytes, and values lent by the store
+//!                 (the one folder on both sides of server.rs: `stats` and /metrics
+//!                 read it, and it holds the counters, watch hub and the rest)
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
+//!   startup/      the command line, -u/-d/-P, password files, TLS certificates
+//!   out.rs        a connection's reply output: bytes, and values lent by the store
 //! ```
 
 mod admin;

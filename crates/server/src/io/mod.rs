@@ -19,7 +19,7 @@
 //!   net.rs      listeners and sockets (TCP, unix, UDP), the Stream type
 //!   udp.rs      UDP: datagram framing around the request step, and a worker's
 //!               UDP sockets (Ports), which each driver polls and serves
-//!   tls.rs      TLS (rustls) streams and certificates
+//!   tls.rs      TLS streams (rustls), over startup/certs.rs's configuration
 //! ```
 
 pub mod conn;
