@@ -43,11 +43,11 @@
 //! other than a retry) is not fatal to the server: the driver logs it, closes the
 //! connections it served (what a send in flight had sent is unknown, so none can
 //! go on), keeps memory the kernel may still write or read (the provided buffers,
-//! sends in flight) out of reuse by leaking it, and hands the worker back to its
-//! caller, which runs the epoll driver for the connections the acceptor hands it
-//! next (`io/mod.rs`). The environment variable `MEMCRAB_TEST_RING_FAIL_AFTER=N`
-//! makes the N+1th `io_uring_enter` of every worker fail with EIO, so that tests
-//! can drive this path; nothing else reads it.
+//! sends in flight) out of reuse by leaking it, and hands the worker and its UDP
+//! sockets back to its caller (`main.rs`'s `drive`), which runs the epoll driver
+//! for the connections the acceptor hands it next. The environment variable
+//! `MEMCRAB_TEST_RING_FAIL_AFTER=N` makes the N+1th `io_uring_enter` of every
+//! worker fail with EIO, so that tests can drive this path; nothing else reads it.
 
 mod bufring;
 mod ring;
