@@ -21,24 +21,28 @@
 //! One request path serves every transport: a transport moves bytes and calls the
 //! request step, which frames and decodes requests and hands them to the executors.
 //!
-//! What is at the top (no two files import each other, directly or around a
-//! circle); each folder's `mod.rs` maps its own files:
+//! What is at the top, each above what it imports (no two files import each other,
+//! directly or around a circle); each folder's `mod.rs` maps its own files:
 //!
 //! ```text
 //!   main.rs       start-up steps, threads, signals
-//!   startup/      the command line, -u/-d/-P, password files, the acceptor thread
-//!   io/           the transport: sockets, connections, the epoll and io_uring loops,
-//!                 UDP, TLS, reply bytes (its file map: io/mod.rs)
+//!   io/           the transport: the acceptor, sockets, connections, the epoll and
+//!                 io_uring loops, UDP, TLS streams (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
 //!   admin/        stats and counters, watch, stats detail, slab classes, tunables
+//!                 (the one folder on both sides of server.rs: `stats` and /metrics
+//!                 read it, and it holds the counters, watch hub and the rest)
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
 //!                 users, the watch hub), reload (SIGHUP)
+//!   startup/      the command line, -u/-d/-P, password files, TLS certificates
+//!   out.rs        a connection's reply output: bytes, and values lent by the store
 //! ```
 
 mod admin;
 mod exec;
 mod io;
+mod out;
 mod request;
 mod server;
 mod startup;
@@ -55,10 +59,10 @@ use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
 use crate::admin::{slab, watch};
-use crate::io::{epoll, handoff, net, tls, udp, uring, worker};
+use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
-use crate::startup::{listen, service, settings};
+use crate::startup::{certs, service, settings};
 
 fn main() {
     let cmd = match settings::parse(std::env::args().skip(1)) {
@@ -88,11 +92,11 @@ fn main() {
         }
     };
     // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
-    let tls = match tls::start(&settings.tls, settings.port, settings.verbose > 0) {
+    let tls = match certs::start(&settings.tls, settings.port, settings.verbose > 0) {
         Ok(t) => t,
         Err(msg) => {
             eprintln!("{msg}");
-            std::process::exit(tls::EXIT_USAGE);
+            std::process::exit(certs::EXIT_USAGE);
         }
     };
     if let Err(e) = run(settings, tls) {
@@ -123,7 +127,7 @@ fn usable_cpus() -> Option<usize> {
 
 /// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
 /// then serving until shutdown, then the graceful stop's save.
-fn run(mut settings: Settings, tls: Option<Arc<tls::Tls>>) -> anyhow::Result<()> {
+fn run(mut settings: Settings, tls: Option<Arc<certs::Tls>>) -> anyhow::Result<()> {
     cap_workers(&mut settings);
     tune_malloc(&settings);
     let signals = catch_signals()?;
@@ -383,21 +387,17 @@ fn start_workers(
         let (tx, rx) = std::sync::mpsc::channel();
         to_workers.push((tx, Arc::clone(&waker)));
         wakers.push(waker);
-        let udp = udp_sockets
-            .iter()
-            .map(|u| udp::Port::new(server, u))
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let udp = udp::Ports::new(server, udp_sockets)?;
         let w = worker::Worker {
             id,
             poll,
             rx,
             server: Arc::clone(server),
-            udp,
         };
         handles.push(
             thread::Builder::new()
                 .name(format!("worker-{id}"))
-                .spawn(move || drive(w, io))?,
+                .spawn(move || drive(w, udp, io))?,
         );
     }
     let _ = server.wakers.set(wakers);
@@ -408,18 +408,18 @@ fn start_workers(
     })
 }
 
-/// A worker thread's life on the driver `io` names. io_uring hands the worker back
-/// when its ring cannot be set up or fails at run time (having closed the
-/// connections on it); the epoll driver then serves it from there on.
-fn drive(w: worker::Worker, io: IoKind) {
-    let w = match io {
-        IoKind::Uring => match uring::run(w) {
-            Some(w) => w,
+/// A worker thread's life on the driver `io` names. io_uring hands the worker and
+/// its UDP sockets back when its ring cannot be set up or fails at run time (having
+/// closed the connections on it); the epoll driver then serves them from there on.
+fn drive(w: worker::Worker, udp: udp::Ports, io: IoKind) {
+    let (w, udp) = match io {
+        IoKind::Uring => match uring::run(w, udp) {
+            Some(taken_back) => taken_back,
             None => return,
         },
-        IoKind::Epoll => w,
+        IoKind::Epoll => (w, udp),
     };
-    epoll::run(w);
+    epoll::run(w, udp);
 }
 
 /// The signal thread: SIGHUP reloads (users and TLS certificates); SIGUSR1 is

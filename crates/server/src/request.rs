@@ -33,7 +33,7 @@ use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
 use crate::exec::{self, Ctx, Flow, Resume};
-use crate::io::out::Out;
+use crate::out::Out;
 use crate::startup::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line

@@ -77,7 +77,7 @@ pub struct Server {
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
-    pub tls: Option<Arc<crate::io::tls::Tls>>,
+    pub tls: Option<Arc<crate::startup::certs::Tls>>,
     /// What admin commands set at run time (see its docs for its locks).
     pub tunables: Tunables,
     /// `stats detail` counters (see its docs for its lock).
@@ -90,7 +90,7 @@ impl Server {
     pub fn new(
         mut settings: Settings,
         engine: Arc<dyn Engine>,
-        tls: Option<Arc<crate::io::tls::Tls>>,
+        tls: Option<Arc<crate::startup::certs::Tls>>,
     ) -> Self {
         let users = settings.users.take();
         Server {
@@ -173,7 +173,7 @@ impl Server {
         // New TLS connections get the files' certificates from now on; a broken
         // file changes nothing.
         if let Some(tls) = &self.tls {
-            if let Err(e) = crate::io::tls::reload_certs(Some(tls)) {
+            if let Err(e) = crate::startup::certs::reload_certs(Some(tls)) {
                 eprintln!("memcrab: SIGHUP: {e}");
             }
         }

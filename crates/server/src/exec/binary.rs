@@ -21,7 +21,7 @@ use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
-use crate::io::out::Out;
+use crate::out::Out;
 use crate::server::VERSION;
 use crate::startup::auth;
 

@@ -11,7 +11,7 @@ use memcrab_store::{Fetch, GetOpts, Item};
 
 use super::{Ctx, Seen};
 use crate::admin::prefix::Op;
-use crate::io::out::Out;
+use crate::out::Out;
 
 /// Which counters a lookup moves, as memcached counts each command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -38,7 +38,7 @@ use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow};
-use crate::io::out::Out;
+use crate::out::Out;
 
 /// Executes one meta request, appending its reply to `out`.
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {

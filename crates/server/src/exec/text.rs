@@ -15,7 +15,7 @@ use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
 use super::{Ctx, Flow, Resume};
-use crate::io::out::Out;
+use crate::out::Out;
 use crate::server::VERSION;
 
 /// How many keys ahead a multiget prefetches index buckets, and items.

@@ -26,7 +26,7 @@
 //! driver that receives without asking stops once [`Conn::backlog`] passes its
 //! limit).
 //!
-//! Large values may be lent by the store instead of copied ([`crate::io::out`]):
+//! Large values may be lent by the store instead of copied ([`crate::out`]):
 //! values of at least `-o value_lend_min` bytes, unless the driver says 0 (TLS: the
 //! TLS layer encrypts from a buffer). Lent bytes count as unsent output, so a client
 //! that never reads holds at most about [`OUTPUT_HIGH_WATER`] of leases.
@@ -39,14 +39,13 @@ use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
 use crate::admin::watch::Watcher;
 use crate::exec::Ctx;
-use crate::io::out::Out;
+use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
+use crate::out::Out;
 use crate::request::{Session, Stop};
 use crate::server::ConnInfo;
 
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;
-/// Buffers larger than this are released when they empty.
-pub const KEEP_BUFFER_BYTES: usize = 256 * 1024;
 /// Unsent reply bytes above which a connection stops reading and serving.
 pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
@@ -62,22 +61,6 @@ pub enum Next {
     Yield,
     /// Close it.
     Close,
-}
-
-/// How a connection's bytes reach and leave the peer: what a driver lends
-/// [`Conn::drive`]. Reads are asked for; a driver that receives without asking
-/// (io_uring) hands its bytes to `drive` as `fresh` and reports through `read`
-/// only the end of its input.
-pub trait Wire {
-    /// Reads once: Ok(0) at EOF, `WouldBlock` when nothing is there.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
-    /// Sends `out` from stream position `*wpos` on, as far as the wire takes it
-    /// now (a full socket is not an error), moves `*wpos` on (or takes the whole
-    /// buffer, leaving `out` empty), and counts what it took in `bytes_written`.
-    fn send(&mut self, out: &mut Out, wpos: &mut usize, cx: &Ctx<'_>) -> io::Result<()>;
-    /// Whether the wire holds output the peer has not taken yet (TLS records, a
-    /// ring's send under way).
-    fn holds_output(&self) -> bool;
 }
 
 pub struct Conn {

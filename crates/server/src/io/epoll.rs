@@ -18,14 +18,39 @@ use mio::{Events, Poll};
 
 use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
-use crate::io::handoff::WAKE;
+use crate::io::handoff::{NewConn, WAKE};
 use crate::io::net::Stream;
+use crate::io::udp::Ports;
 use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
+use crate::request::Session;
+use crate::server::Server;
 
 /// A connection and its socket.
 struct Client {
     conn: Conn,
     stream: Stream,
+}
+
+impl Client {
+    /// A connection the acceptor handed over; its session follows the settings.
+    fn open(server: &Server, nc: NewConn) -> Client {
+        let lend_min = worker::lend_min(server, nc.stream.is_tls());
+        Client {
+            conn: Conn::new(nc.info, Session::new(&server.settings), lend_min),
+            stream: nc.stream,
+        }
+    }
+
+    /// Closes it: the worker forgets it, then the connection and its socket go.
+    fn close(self, server: &Server, reason: Option<CloseReason>) {
+        worker::forget(server, &self.conn.info, reason);
+    }
+
+    /// `-o idle_timeout`'s test (see [`worker::idle`]).
+    fn idle(&self, now: u32, idle_secs: u32) -> bool {
+        let busy = self.conn.has_output(&self.stream) || self.conn.is_watching();
+        worker::idle(&self.conn.info, busy, now, idle_secs)
+    }
 }
 
 /// A worker's lists of connection slots that `drive` updates.
@@ -38,8 +63,9 @@ struct Queues<'a> {
     watchers: &'a mut Vec<usize>,
 }
 
-/// Runs worker `w` on epoll until shutdown (or until its poll fails).
-pub fn run(mut w: Worker) {
+/// Runs worker `w` and its UDP sockets on epoll until shutdown (or until its poll
+/// fails).
+pub fn run(mut w: Worker, mut udp: Ports) {
     let server = std::sync::Arc::clone(&w.server);
     let cx = w.ctx(&server);
     let mut conns: Vec<Option<Client>> = Vec::new();
@@ -51,17 +77,13 @@ pub fn run(mut w: Worker) {
     let reqs_per_event = server.settings.reqs_per_event;
     let idle_secs = server.settings.idle_timeout_secs;
     let mut last_idle_scan = Instant::now();
-    let mut udp = std::mem::take(&mut w.udp);
-    if !w.watch_udp(&mut udp) {
+    if !udp.watch(&w.poll, w.id) {
         return;
     }
-    // UDP sockets that used their turn's quota with datagrams maybe left; at first
-    // all of them, as datagrams may have arrived before the registration.
-    let mut udp_ready: Vec<usize> = (0..udp.len()).collect();
 
     let mut first_turn = true;
     loop {
-        let timeout = if first_turn || !ready.is_empty() || !udp_ready.is_empty() {
+        let timeout = if first_turn || !ready.is_empty() || udp.waiting() {
             Some(Duration::ZERO)
         } else if idle_secs > 0 {
             Some(Duration::from_secs(1))
@@ -85,15 +107,14 @@ pub fn run(mut w: Worker) {
                     conns.push(None);
                     conns.len() - 1
                 });
-                let conn = worker::open(&server, nc.info, nc.stream.is_tls());
-                let mut stream = nc.stream;
-                if !worker::watch(&w.poll, &mut stream, idx) {
-                    worker::close(&server, conn, stream, None);
+                let mut c = Client::open(&server, nc);
+                if !worker::watch(&w.poll, &mut c.stream, idx) {
+                    c.close(&server, None);
                     free.push(idx);
                     continue;
                 }
-                worker::note_open(&server, &conn.info);
-                conns[idx] = Some(Client { conn, stream });
+                worker::note_open(&server, &c.conn.info);
+                conns[idx] = Some(c);
                 // Data may already be waiting; the edge may have passed.
                 ready.push_back(idx);
             }
@@ -103,7 +124,7 @@ pub fn run(mut w: Worker) {
                 continue;
             }
             let idx = ev.token().0;
-            if worker::note_udp(idx, &mut udp_ready) {
+            if udp.note(idx) {
                 continue;
             }
             let Some(c) = conns.get_mut(idx).and_then(Option::as_mut) else {
@@ -127,7 +148,7 @@ pub fn run(mut w: Worker) {
                 drive(&w.poll, &cx, &mut conns, q, idx, reqs_per_event);
             }
         }
-        worker::serve_udp(&mut udp_ready, &mut udp, &cx);
+        udp.serve(&cx);
         if server.shutting_down() {
             shutdown(&mut w.poll, &cx, &mut conns);
             return;
@@ -164,7 +185,7 @@ fn drive(
                 }
                 let _ = poll.registry().deregister(c.stream.source());
                 let reason = c.conn.close_reason();
-                worker::close(cx.server, c.conn, c.stream, Some(reason));
+                c.close(cx.server, Some(reason));
                 q.free.push(idx);
             }
         }
@@ -182,13 +203,10 @@ fn kick_idle(
 ) {
     let now = cx.engine.clock().now();
     for (idx, slot) in conns.iter_mut().enumerate() {
-        let idle = slot
-            .as_ref()
-            .is_some_and(|c| worker::idle(&c.conn, c.conn.has_output(&c.stream), now, idle_secs));
-        if idle {
+        if slot.as_ref().is_some_and(|c| c.idle(now, idle_secs)) {
             if let Some(mut c) = slot.take() {
                 let _ = poll.registry().deregister(c.stream.source());
-                worker::close(cx.server, c.conn, c.stream, Some(CloseReason::IdleTimeout));
+                c.close(cx.server, Some(CloseReason::IdleTimeout));
                 free.push(idx);
                 cx.counters.idle_kicks.incr();
             }
@@ -220,7 +238,7 @@ fn shutdown(poll: &mut Poll, cx: &Ctx<'_>, conns: &mut [Option<Client>]) {
     }
     for slot in conns.iter_mut() {
         if let Some(c) = slot.take() {
-            worker::close(cx.server, c.conn, c.stream, None);
+            c.close(cx.server, None);
         }
     }
 }

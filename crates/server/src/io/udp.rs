@@ -69,13 +69,17 @@ use memcrab_proto::binary as bin;
 use memcrab_proto::text::admin::{Admin, CrawlKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
+use mio::{Interest, Poll, Token};
 
 use crate::exec::{Ctx, Flow};
-use crate::io::out::Out;
+use crate::out::Out;
 use crate::request::{Done, Session};
 use crate::server::{ConnInfo, Server};
 use crate::startup::settings::parse_config;
 
+/// UDP sockets' poll tokens are `UDP_TOKENS + i`; connection slots never get this
+/// far.
+pub const UDP_TOKENS: usize = usize::MAX / 2;
 /// The frame header's size (doc/protocol.txt).
 pub const HEADER_BYTES: usize = 8;
 /// The largest datagram sent, header included (memcached's UDP_MAX_PAYLOAD_SIZE).
@@ -91,11 +95,83 @@ const SEND_WAIT_MS: i32 = 10;
 /// A reply buffer larger than this is released after its datagram.
 const KEEP_OUT_BYTES: usize = 256 * 1024;
 
+/// One worker's handles on every UDP socket, polled as `UDP_TOKENS + i`, and which
+/// of them to serve this turn: what a driver holds for UDP.
+pub struct Ports {
+    ports: Vec<Port>,
+    /// Sockets that used their turn's quota with datagrams maybe left; after
+    /// [`Ports::watch`] all of them, as datagrams may have come before it.
+    ready: Vec<usize>,
+}
+
+impl Ports {
+    /// Dups each of `socks` for one worker (see [`Port::new`]).
+    pub fn new(server: &Server, socks: &[std::net::UdpSocket]) -> io::Result<Self> {
+        let ports = socks
+            .iter()
+            .map(|s| Port::new(server, s))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Ports {
+            ports,
+            ready: Vec::new(),
+        })
+    }
+
+    /// Registers every socket with worker `worker`'s poll and queues them all to be
+    /// served; false, said once, if the kernel refused.
+    pub fn watch(&mut self, poll: &Poll, worker: usize) -> bool {
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            if let Err(e) =
+                poll.registry()
+                    .register(&mut port.sock, Token(UDP_TOKENS + i), Interest::READABLE)
+            {
+                eprintln!("memcrab: worker {worker}: cannot watch a UDP socket: {e}");
+                return false;
+            }
+        }
+        self.ready = (0..self.ports.len()).collect();
+        true
+    }
+
+    /// Takes every socket off `poll` (a failed ring's worker goes on on epoll,
+    /// which registers them again).
+    pub fn unwatch(&mut self, poll: &Poll) {
+        for port in &mut self.ports {
+            let _ = poll.registry().deregister(&mut port.sock);
+        }
+    }
+
+    /// If `token` is a UDP socket's, queues that socket to be served (once) and says
+    /// so; false for a connection's token.
+    pub fn note(&mut self, token: usize) -> bool {
+        let Some(i) = token.checked_sub(UDP_TOKENS) else {
+            return false;
+        };
+        if !self.ready.contains(&i) {
+            self.ready.push(i);
+        }
+        true
+    }
+
+    /// Whether a socket waits to be served (the driver must not block).
+    pub fn waiting(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Serves the queued sockets, each up to its turn's quota; those that used it
+    /// stay queued.
+    pub fn serve(&mut self, cx: &Ctx<'_>) {
+        let ports = &mut self.ports;
+        self.ready
+            .retain(|&i| ports.get_mut(i).is_some_and(|p| p.serve(cx)));
+    }
+}
+
 /// One worker's handle on one UDP socket (a dup of the bound socket; every worker
 /// polls every UDP socket, as memcached gives each worker thread one).
-pub struct Port {
+struct Port {
     sock: mio::net::UdpSocket,
-    pub info: Arc<ConnInfo>,
+    info: Arc<ConnInfo>,
     rbuf: Box<[u8]>,
     /// Replies of one datagram; never lends (a datagram is built by copying).
     out: Out,
@@ -103,7 +179,7 @@ pub struct Port {
 
 impl Port {
     /// Dups `sock` for one worker and lists it in `stats conns`.
-    pub fn new(server: &Server, sock: &std::net::UdpSocket) -> io::Result<Self> {
+    fn new(server: &Server, sock: &std::net::UdpSocket) -> io::Result<Self> {
         let sock = sock.try_clone()?;
         let fd = sock.as_raw_fd();
         let addr = sock
@@ -126,13 +202,9 @@ impl Port {
         })
     }
 
-    pub fn source(&mut self) -> &mut mio::net::UdpSocket {
-        &mut self.sock
-    }
-
     /// Serves datagrams until the socket is drained (returns false) or the turn's
     /// quota is used (returns true: call again soon, as no new edge will come).
-    pub fn serve(&mut self, cx: &Ctx<'_>) -> bool {
+    fn serve(&mut self, cx: &Ctx<'_>) -> bool {
         cx.fd.set(self.info.fd);
         for _ in 0..DATAGRAMS_PER_TURN {
             let (len, peer) = match self.sock.recv_from(&mut self.rbuf) {

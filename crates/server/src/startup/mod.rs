@@ -1,6 +1,5 @@
 //! Starting the server: the command line, running under a service manager (`-u`,
-//! `-d`, `-P`), the password files, and the acceptor thread over the listeners.
-//! `main` runs these in memcached's start-up order (drawn in `service.rs`).
+//! `-d`, `-P`), and the password files. `main` runs these in memcached's start-up order (drawn in `service.rs`).
 //!
 //! ```text
 //!   startup/settings/   the command line: mod.rs (Settings, parse's steps, -o,
@@ -8,11 +7,11 @@
 //!                       (-Z and -o ssl_*), tests.rs
 //!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses
 //!   startup/auth.rs     SASL PLAIN users (-S) and the ascii auth file (-Y)
-//!   startup/listen.rs   the acceptor thread: listening sockets, -c, TLS wrapping,
-//!                       hand-off to the workers
+//!   startup/certs.rs    TLS's server configuration (-Z, ssl_*): certificates,
+//!                       ciphers, sessions; reloaded by refresh_certs and SIGHUP
 //! ```
 
 pub mod auth;
-pub mod listen;
+pub mod certs;
 pub mod service;
 pub mod settings;

@@ -43,11 +43,11 @@
 //! other than a retry) is not fatal to the server: the driver logs it, closes the
 //! connections it served (what a send in flight had sent is unknown, so none can
 //! go on), keeps memory the kernel may still write or read (the provided buffers,
-//! sends in flight) out of reuse by leaking it, and hands the worker back to its
-//! caller, which runs the epoll driver for the connections the acceptor hands it
-//! next (`io/mod.rs`). The environment variable `MEMCRAB_TEST_RING_FAIL_AFTER=N`
-//! makes the N+1th `io_uring_enter` of every worker fail with EIO, so that tests
-//! can drive this path; nothing else reads it.
+//! sends in flight) out of reuse by leaking it, and hands the worker and its UDP
+//! sockets back to its caller (`main.rs`'s `drive`), which runs the epoll driver
+//! for the connections the acceptor hands it next. The environment variable
+//! `MEMCRAB_TEST_RING_FAIL_AFTER=N` makes the N+1th `io_uring_enter` of every
+//! worker fail with EIO, so that tests can drive this path; nothing else reads it.
 
 mod bufring;
 mod ring;
@@ -69,9 +69,11 @@ use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
 use crate::io::handoff::WAKE;
 use crate::io::net::Stream;
-use crate::io::out::Out;
-use crate::io::udp::Port;
+use crate::io::udp::Ports;
 use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
+use crate::out::Out;
+use crate::request::Session;
+use crate::server::Server;
 
 /// What a file table update that empties a slot reads (the kernel reads it when
 /// the SQE is issued; a static outlives that).
@@ -114,6 +116,11 @@ impl Client {
             Link::Polled(s) => self.conn.has_output(s),
         }
     }
+
+    /// Closes it: the worker forgets it, then the connection and its link go.
+    fn close(self, server: &Server, reason: Option<CloseReason>) {
+        worker::forget(server, &self.conn.info, reason);
+    }
 }
 
 struct Slot {
@@ -155,10 +162,11 @@ struct Loop<'a> {
     fail_after: Option<u64>,
 }
 
-/// Runs worker `w` on io_uring. Returns the worker when the epoll driver is to
-/// take it over: the ring could not be set up (`main` probed already, so this is
-/// rare and said once per worker) or failed at run time (its connections closed).
-pub fn run(w: Worker) -> Option<Worker> {
+/// Runs worker `w` and its UDP sockets on io_uring. Gives them back when the epoll
+/// driver is to take them over: the ring could not be set up (`main` probed
+/// already, so this is rare and said once per worker) or failed at run time (its
+/// connections closed).
+pub fn run(w: Worker, mut udp: Ports) -> Option<(Worker, Ports)> {
     let (ring, bufs, nfixed) = match bufring::setup(w.server.settings.max_connections) {
         Ok(x) => x,
         Err(e) => {
@@ -166,13 +174,12 @@ pub fn run(w: Worker) -> Option<Worker> {
                 "memcrab: worker {}: io_uring unavailable ({e}); using epoll",
                 w.id
             );
-            return Some(w);
+            return Some((w, udp));
         }
     };
     let server = std::sync::Arc::clone(&w.server);
     let cx = w.ctx(&server);
     let mut w = w;
-    let mut udp = std::mem::take(&mut w.udp);
     // Declared after `bufs`, so dropped before it: the ring goes first.
     let mut bufs = bufs;
     let mut lp = Loop {
@@ -202,21 +209,19 @@ pub fn run(w: Worker) -> Option<Worker> {
          connections on the ring, serving new ones on epoll",
         w.id
     );
-    w.udp = udp;
-    Some(w)
+    Some((w, udp))
 }
 
 impl Loop<'_> {
-    fn run(&mut self, bufs: &mut BufRing, udp: &mut [Port]) {
+    fn run(&mut self, bufs: &mut BufRing, udp: &mut Ports) {
         let server = self.cx.server;
         let reqs_per_event = server.settings.reqs_per_event;
         let idle_secs = server.settings.idle_timeout_secs;
         let mut last_idle_scan = Instant::now();
         let mut events = Events::with_capacity(1024);
-        if !self.w.watch_udp(udp) {
+        if !udp.watch(&self.w.poll, self.w.id) {
             return;
         }
-        let mut udp_ready: Vec<usize> = (0..udp.len()).collect();
         let epoll_fd = self.w.poll.as_raw_fd();
         let mut epoll_armed = false;
         // Poll the nested epoll at once: the waker may have fired before the ring.
@@ -234,10 +239,8 @@ impl Loop<'_> {
                 self.push(e);
                 epoll_armed = true;
             }
-            let busy = !self.dirty.is_empty()
-                || !self.ready.is_empty()
-                || !udp_ready.is_empty()
-                || epoll_due;
+            let busy =
+                !self.dirty.is_empty() || !self.ready.is_empty() || udp.waiting() || epoll_due;
             let zero = types::Timespec::new();
             let second = types::Timespec::new().sec(1);
             let res = if let Some(0) = self.fail_after {
@@ -309,7 +312,7 @@ impl Loop<'_> {
                         continue;
                     }
                     let idx = ev.token().0;
-                    if worker::note_udp(idx, &mut udp_ready) {
+                    if udp.note(idx) {
                         continue;
                     }
                     let Some(c) = self.slots.get_mut(idx).and_then(|s| s.client.as_mut()) else {
@@ -334,7 +337,7 @@ impl Loop<'_> {
                 }
             }
             bufs.publish();
-            worker::serve_udp(&mut udp_ready, udp, self.cx);
+            udp.serve(self.cx);
             if server.shutting_down() {
                 self.shutdown(bufs);
                 return;
@@ -352,19 +355,17 @@ impl Loop<'_> {
     /// lease bound allows, once; a SENDMSG's msghdr and iovecs), and takes the
     /// UDP sockets off the nested epoll (the epoll driver registers them again).
     /// Returns how many connections it closed.
-    fn abandon(&mut self, udp: &mut [Port]) -> usize {
-        for port in udp.iter_mut() {
-            let _ = self.w.poll.registry().deregister(port.source());
-        }
+    fn abandon(&mut self, udp: &mut Ports) -> usize {
+        udp.unwatch(&self.w.poll);
         self.watchers.clear();
         let mut closed = 0;
         for idx in 0..self.slots.len() {
             let s = &mut self.slots[idx];
             std::mem::forget(std::mem::take(&mut s.grave));
-            let Some(Client { conn, mut link }) = s.client.take() else {
+            let Some(mut c) = s.client.take() else {
                 continue;
             };
-            match &mut link {
+            match &mut c.link {
                 Link::Ring(r) if r.sending => {
                     // As `close` parks them in the grave: the bytes (and leases) a
                     // send in flight reads, and a SENDMSG's msghdr and iovecs.
@@ -375,7 +376,7 @@ impl Loop<'_> {
                     let _ = self.w.poll.registry().deregister(stream.source());
                 }
             }
-            worker::close(self.cx.server, conn, link, Some(CloseReason::Error));
+            c.close(self.cx.server, Some(CloseReason::Error));
             closed += 1;
         }
         closed
@@ -531,13 +532,15 @@ impl Loop<'_> {
                 });
                 self.slots.len() - 1
             });
-            let conn = worker::open(server, nc.info, nc.stream.is_tls());
+            let lend_min = worker::lend_min(server, nc.stream.is_tls());
+            let conn = Conn::new(nc.info, Session::new(&server.settings), lend_min);
             let link = match nc.stream {
                 Stream::Tcp(s) => Link::Ring(Box::new(Ring::new(Plain::Tcp(s)))),
                 Stream::Unix(s) => Link::Ring(Box::new(Ring::new(Plain::Unix(s)))),
                 mut tls => {
                     if !worker::watch(&self.w.poll, &mut tls, idx) {
-                        worker::close(server, conn, tls, None);
+                        let link = Link::Polled(tls);
+                        Client { conn, link }.close(server, None);
                         self.free.push(idx);
                         continue;
                     }
@@ -631,16 +634,16 @@ impl Loop<'_> {
         let Some(s) = self.slots.get_mut(idx) else {
             return;
         };
-        let Some(Client { conn, mut link }) = s.client.take() else {
+        let Some(mut c) = s.client.take() else {
             return;
         };
         let gen = s.gen;
         let fixed = std::mem::take(&mut s.fixed);
         let mut sqes: Vec<squeue::Entry> = Vec::new();
-        if conn.is_watching() {
+        if c.conn.is_watching() {
             self.watchers.retain(|&w| w != idx);
         }
-        match &mut link {
+        match &mut c.link {
             Link::Ring(r) => {
                 if r.recv_armed {
                     sqes.push(
@@ -674,17 +677,17 @@ impl Loop<'_> {
         for e in sqes {
             self.push(e);
         }
-        worker::close(self.cx.server, conn, link, reason);
+        c.close(self.cx.server, reason);
     }
 
     /// `-o idle_timeout`, as the epoll driver's.
     fn kick_idle(&mut self, idle_secs: u32) {
         let now = self.cx.engine.clock().now();
         for idx in 0..self.slots.len() {
-            let idle = self.slots[idx]
-                .client
-                .as_ref()
-                .is_some_and(|c| worker::idle(&c.conn, c.has_output(), now, idle_secs));
+            let idle = self.slots[idx].client.as_ref().is_some_and(|c| {
+                let busy = c.has_output() || c.conn.is_watching();
+                worker::idle(&c.conn.info, busy, now, idle_secs)
+            });
             if idle {
                 self.close(idx, Some(CloseReason::IdleTimeout));
                 self.cx.counters.idle_kicks.incr();
@@ -738,7 +741,7 @@ impl Loop<'_> {
         }
         for slot in &mut self.slots {
             if let Some(c) = slot.client.take() {
-                worker::close(self.cx.server, c.conn, c.link, None);
+                c.close(self.cx.server, None);
             }
         }
     }

@@ -10,7 +10,7 @@
 //!                                   SQE over `vec`'s iovecs when out holds leases)──► socket
 //! ```
 //!
-//! When the output holds values lent by the store ([`crate::io::out`]), the send is a
+//! When the output holds values lent by the store ([`crate::out`]), the send is a
 //! SENDMSG whose iovec array and msghdr ([`VecSend`]) live here, untouched until its
 //! completion; a partial send is resubmitted from where it stopped, and each lease
 //! is released once a completion covered its last byte.
@@ -27,8 +27,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use io_uring::{opcode, squeue, types};
 
 use crate::exec::Ctx;
-use crate::io::conn::{Wire, KEEP_BUFFER_BYTES};
-use crate::io::out::{Out, IOV_MAX};
+use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
+use crate::out::{Out, IOV_MAX};
 
 /// Received bytes held back by a connection that cannot serve them
 /// ([`crate::io::conn::Conn::backlog`]) above which the driver cancels its receive

@@ -25,7 +25,7 @@ pub enum EngineKind {
 /// sets the default, so that a test suite can run on either unchanged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoKind {
-    /// mio over epoll: readiness, then `read`/`write` per connection (worker.rs).
+    /// mio over epoll: readiness, then `read`/`write` per connection (io/epoll.rs).
     Epoll,
     /// io_uring (the default: less CPU per request on W1–W4, docs/benchmarks.md):
     /// multishot receives into provided buffers, sends batched into one

@@ -16,7 +16,7 @@ pub struct TlsSettings {
     pub key_format: i32,
     /// `ssl_verify_mode`: 0 none, 1 request, 2 require, 3 once.
     pub verify_mode: u8,
-    /// `ssl_ciphers`: an OpenSSL cipher list for TLS 1.2 (see `tls::tls12_suites`).
+    /// `ssl_ciphers`: an OpenSSL cipher list for TLS 1.2 (see `certs::tls12_suites`).
     pub ciphers: Option<String>,
     /// `ssl_ca_cert`: PEM file of the CAs client certificates are checked against.
     pub ca_cert: Option<String>,
@@ -24,7 +24,7 @@ pub struct TlsSettings {
     pub wbuf_size: u32,
     /// `ssl_session_cache`: a server-side session cache (default: stateless tickets).
     pub session_cache: bool,
-    /// `ssl_kernel_tls`: refused at startup (see `tls::start`).
+    /// `ssl_kernel_tls`: refused at startup (see `certs::start`).
     pub kernel_tls: bool,
     /// `ssl_min_version`: 0 tlsv1.0, 1 tlsv1.1, 2 tlsv1.2 (default), 3 tlsv1.3.
     pub min_version: u8,

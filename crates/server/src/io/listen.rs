@@ -14,6 +14,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::io::handoff::{NewConn, WAKE};
 use crate::io::net::{Listener, Stream};
+use crate::io::tls::TlsStream;
 use crate::server::{ConnInfo, Server};
 
 /// The acceptor thread's loop.
@@ -97,7 +98,7 @@ pub fn accept_loop(
                     continue;
                 }
                 let stream = match (tls, stream) {
-                    (Some(tls), Stream::Tcp(tcp)) => match tls.accept(tcp) {
+                    (Some(tls), Stream::Tcp(tcp)) => match TlsStream::accept(tls, tcp) {
                         Ok(t) => Stream::Tls(Box::new(t)),
                         Err(e) => {
                             if server.verbosity.load(Ordering::Relaxed) > 0 {
