@@ -32,6 +32,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
+use crate::exec::probe::Probe;
 use crate::exec::{self, Ctx, Flow, Resume};
 use crate::io::out::Out;
 use crate::startup::settings::{parse_config, Protocol, Settings};
@@ -329,14 +330,21 @@ impl Session {
         out_limit: usize,
     ) -> Option<Done> {
         let (consumed, flow) = match parsed {
-            Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
-                Flow::Suspend => (0, Flow::Suspend),
-                Flow::Swallow(n) => {
-                    self.swallow = n;
-                    (consumed, Flow::Swallow(n))
+            Ok(req) => {
+                let probe = Probe::text(cx, &req, out);
+                let flow = exec::text::execute(req, cx, out, &mut self.resume, out_limit);
+                if let Some(p) = probe {
+                    p.done(cx, out, &flow);
                 }
-                flow => (consumed, flow),
-            },
+                match flow {
+                    Flow::Suspend => (0, Flow::Suspend),
+                    Flow::Swallow(n) => {
+                        self.swallow = n;
+                        (consumed, Flow::Swallow(n))
+                    }
+                    flow => (consumed, flow),
+                }
+            }
             Err(e) => match e.action() {
                 Action::Reply(r) => {
                     out.extend_from_slice(r.unwrap_or_default());
@@ -414,7 +422,11 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
+        let probe = Probe::binary(cx, &req, value_len, out);
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
+        if let Some(p) = probe {
+            p.done(cx, out, &flow);
+        }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;
         }

@@ -21,10 +21,6 @@
 //! memory (CAPACITY keys per kind per worker). Non-goals: exact counts; keys seen
 //! only before a `reset`.
 
-// Nothing calls these yet: the request step and the executors will record into
-// them, and `stats` and `/metrics` read them.
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,6 +35,7 @@ pub const CAPACITY: usize = 1024;
 /// percent apart under Zipf 0.99) does not push a true top-16 key off the list.
 pub const TOP_K: usize = 32;
 /// The top that the recall target is set for.
+#[cfg(test)]
 pub const RECALL_TOP: usize = 16;
 
 /// What a hot-key list ranks.

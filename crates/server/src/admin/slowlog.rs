@@ -13,12 +13,7 @@
 //! one pays a short lock and one small allocation for its key. Non-goals: a
 //! complete record (a ring forgets the oldest; `logged` counts every entry ever).
 
-// Nothing calls these yet: the request step and the executors will record into
-// them, and `stats` and `/metrics` read them.
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -35,13 +30,15 @@ pub struct Entry {
     pub id: u64,
     /// When it finished, in Unix seconds.
     pub unix_secs: u64,
-    /// The command's name as the protocol spells it (`get`, `mg`, `SET`, ...).
+    /// The request's latency series (`text_get_hit`, `meta_set`, `binary_other`,
+    /// ...: `stats latency`'s names).
     pub command: &'static str,
     /// The first key, at most 250 bytes (raw; [`Entry::key_uri`] prints it).
     pub key: Vec<u8>,
     pub micros: u64,
-    /// The client; None for a unix socket.
-    pub client: Option<SocketAddr>,
+    /// The client as `stats conns` names it (`tcp:127.0.0.1:5000`, `unix:/path`,
+    /// `udp:...`), or `-` when unknown.
+    pub client: String,
 }
 
 impl Entry {
@@ -81,6 +78,7 @@ impl SlowLog {
         self.threshold_us.load(Ordering::Relaxed)
     }
 
+    #[cfg(test)]
     pub fn set_threshold_us(&self, us: u64) {
         self.threshold_us.store(us, Ordering::Relaxed);
     }
@@ -99,7 +97,7 @@ impl SlowLog {
         command: &'static str,
         key: &[u8],
         micros: u64,
-        client: Option<SocketAddr>,
+        client: String,
     ) -> u64 {
         let key = key[..key.len().min(KEY_KEEP)].to_vec();
         let mut ring = self.ring.lock();
@@ -135,7 +133,7 @@ impl SlowLog {
 }
 
 /// The slow log as `STAT` lines, oldest first: `<id>:time`, `:command`, `:key`
-/// (URI-encoded), `:us`, `:client` (`unix` for a unix socket).
+/// (URI-encoded), `:us`, `:client`.
 pub fn render_stats(entries: &[Entry], out: &mut Vec<u8>) {
     use memcrab_proto::text::reply::stat;
     for e in entries {
@@ -144,10 +142,7 @@ pub fn render_stats(entries: &[Entry], out: &mut Vec<u8>) {
         stat(out, &format!("{id}:command"), e.command);
         stat(out, &format!("{id}:key"), e.key_uri());
         stat(out, &format!("{id}:us"), e.micros);
-        match e.client {
-            Some(a) => stat(out, &format!("{id}:client"), a),
-            None => stat(out, &format!("{id}:client"), "unix"),
-        }
+        stat(out, &format!("{id}:client"), &e.client);
     }
 }
 
@@ -167,14 +162,14 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_newest_entries() {
         let log = SlowLog::new(10, 3);
-        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("address");
+        let peer = "tcp:127.0.0.1:5000".to_string();
         for i in 0..5u64 {
             let id = log.push(
                 1_700_000_000 + i,
                 "get",
                 format!("k {i}").as_bytes(),
                 10 + i,
-                Some(peer),
+                peer.clone(),
             );
             assert_eq!(id, i + 1);
         }
@@ -182,14 +177,14 @@ mod tests {
         assert_eq!(e.iter().map(|e| e.id).collect::<Vec<_>>(), [3, 4, 5]);
         assert_eq!(e[0].key_uri(), "k%202");
         assert_eq!(
-            (e[2].micros, e[2].client, e[2].command),
-            (14, Some(peer), "get")
+            (e[2].micros, e[2].client.as_str(), e[2].command),
+            (14, peer.as_str(), "get")
         );
         assert_eq!(log.logged(), 5);
         log.clear();
         assert!(log.entries().is_empty());
         assert_eq!(
-            log.push(0, "set", b"x", 10, None),
+            log.push(0, "set", b"x", 10, "-".into()),
             6,
             "ids go on after a clear"
         );
@@ -198,29 +193,23 @@ mod tests {
     #[test]
     fn long_keys_are_cut_to_the_protocol_limit() {
         let log = SlowLog::new(1, 1);
-        log.push(0, "mg", &[b'a'; 1000], 5, None);
+        log.push(0, "mg", &[b'a'; 1000], 5, "-".into());
         assert_eq!(log.entries()[0].key.len(), 250);
     }
 
     #[test]
     fn stats_lines() {
         let log = SlowLog::new(1, 2);
-        log.push(
-            1_700_000_000,
-            "get",
-            b"k/1",
-            2500,
-            "127.0.0.1:9".parse().ok(),
-        );
-        log.push(1_700_000_001, "set", b"k", 1500, None);
+        log.push(1_700_000_000, "get", b"k/1", 2500, "tcp:127.0.0.1:9".into());
+        log.push(1_700_000_001, "set", b"k", 1500, "unix:/tmp/m".into());
         let mut out = Vec::new();
         render_stats(&log.entries(), &mut out);
         assert_eq!(
             String::from_utf8_lossy(&out),
             "STAT 1:time 1700000000\r\nSTAT 1:command get\r\nSTAT 1:key k%2F1\r\n\
-             STAT 1:us 2500\r\nSTAT 1:client 127.0.0.1:9\r\n\
+             STAT 1:us 2500\r\nSTAT 1:client tcp:127.0.0.1:9\r\n\
              STAT 2:time 1700000001\r\nSTAT 2:command set\r\nSTAT 2:key k\r\n\
-             STAT 2:us 1500\r\nSTAT 2:client unix\r\n"
+             STAT 2:us 1500\r\nSTAT 2:client unix:/tmp/m\r\n"
         );
     }
 }
