@@ -329,22 +329,16 @@ impl Session {
         out: &mut Out,
         out_limit: usize,
     ) -> Option<Done> {
+        let probe = parsed.as_ref().ok().and_then(|req| Probe::text(cx, req, out));
         let (consumed, flow) = match parsed {
-            Ok(req) => {
-                let probe = Probe::text(cx, &req, out);
-                let flow = exec::text::execute(req, cx, out, &mut self.resume, out_limit);
-                if let Some(p) = probe {
-                    p.done(cx, out, &flow);
+            Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
+                Flow::Suspend => (0, Flow::Suspend),
+                Flow::Swallow(n) => {
+                    self.swallow = n;
+                    (consumed, Flow::Swallow(n))
                 }
-                match flow {
-                    Flow::Suspend => (0, Flow::Suspend),
-                    Flow::Swallow(n) => {
-                        self.swallow = n;
-                        (consumed, Flow::Swallow(n))
-                    }
-                    flow => (consumed, flow),
-                }
-            }
+                flow => (consumed, flow),
+            },
             Err(e) => match e.action() {
                 Action::Reply(r) => {
                     out.extend_from_slice(r.unwrap_or_default());
@@ -355,6 +349,9 @@ impl Session {
                 Action::Close => (available, Flow::Hangup),
             },
         };
+        if let Some(p) = probe {
+            p.done(cx, out, &flow);
+        }
         Some(Done {
             consumed,
             flow,

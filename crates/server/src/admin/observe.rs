@@ -35,12 +35,17 @@ pub struct WorkerObs {
 /// The server's measurements, and whether each is on (`-o latency`, `-o hotkeys`,
 /// `-o slowlog_us`).
 pub struct Observe {
+    /// Anything is measured: `timed || hotkeys` (the request step's one check).
+    pub any: bool,
     /// Requests are timed: latency histograms on, or a slow log threshold set.
     pub timed: bool,
     /// Histograms recorded (`-o latency=on`, the default).
     pub latency: bool,
     /// Hot keys sampled (`-o hotkeys=on`, the default).
     pub hotkeys: bool,
+    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
+    /// its key until it is timed.
+    pub slowlog_on: bool,
     pub ticks: Ticks,
     pub workers: Vec<WorkerObs>,
     pub slowlog: SlowLog,
@@ -56,9 +61,11 @@ impl Observe {
     ) -> Self {
         let timed = latency || slowlog_us > 0;
         Observe {
+            any: timed || hotkeys,
             timed,
             latency,
             hotkeys,
+            slowlog_on: slowlog_us > 0,
             ticks: if timed {
                 Ticks::calibrate()
             } else {

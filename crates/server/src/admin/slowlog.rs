@@ -48,12 +48,23 @@ impl Entry {
     }
 }
 
+/// A threshold in nanoseconds: `u64::MAX` (nothing is that slow) for 0, off.
+fn ns_of(us: u64) -> u64 {
+    match us {
+        0 => u64::MAX,
+        us => us.saturating_mul(1000),
+    }
+}
+
 /// The ring and its threshold.
 pub struct SlowLog {
     /// Microseconds at or above which a request is slow; 0 = off. Written by the
     /// command that changes it and read by every worker: Relaxed, a request that
     /// sees the old value for a moment is logged (or not) by the old rule.
     threshold_us: AtomicU64,
+    /// The same in nanoseconds, `u64::MAX` when off (what the request step compares;
+    /// written and read as `threshold_us`).
+    threshold_ns: AtomicU64,
     /// Entries ever logged (the next id is this plus one). Changed only under `ring`'s
     /// lock; read with Relaxed for `stats`.
     logged: AtomicU64,
@@ -68,6 +79,7 @@ impl SlowLog {
     pub fn new(threshold_us: u64, capacity: usize) -> Self {
         SlowLog {
             threshold_us: AtomicU64::new(threshold_us),
+            threshold_ns: AtomicU64::new(ns_of(threshold_us)),
             logged: AtomicU64::new(0),
             capacity: capacity.max(1),
             ring: Mutex::new(VecDeque::new()),
@@ -81,13 +93,21 @@ impl SlowLog {
     #[cfg(test)]
     pub fn set_threshold_us(&self, us: u64) {
         self.threshold_us.store(us, Ordering::Relaxed);
+        self.threshold_ns.store(ns_of(us), Ordering::Relaxed);
     }
 
     /// Whether a request of `micros` belongs in the log.
-    #[inline]
+    #[cfg(test)]
     pub fn is_slow(&self, micros: u64) -> bool {
         let t = self.threshold_us.load(Ordering::Relaxed);
         t > 0 && micros >= t
+    }
+
+    /// Whether a request of `ns` nanoseconds belongs in the log: one load and a
+    /// compare (the threshold is kept in nanoseconds too, `u64::MAX` when off).
+    #[inline]
+    pub fn is_slow_ns(&self, ns: u64) -> bool {
+        ns >= self.threshold_ns.load(Ordering::Relaxed)
     }
 
     /// Logs a slow request (the caller checked [`SlowLog::is_slow`]); returns its id.
@@ -157,6 +177,8 @@ mod tests {
         log.set_threshold_us(1000);
         assert!(!log.is_slow(999));
         assert!(log.is_slow(1000));
+        assert!(!log.is_slow_ns(999_999) && log.is_slow_ns(1_000_000));
+        assert!(!SlowLog::new(0, 1).is_slow_ns(u64::MAX - 1));
     }
 
     #[test]

@@ -35,175 +35,214 @@ use crate::admin::latency::{
 use crate::admin::observe::WorkerObs;
 use crate::io::out::Out;
 
-/// One request in flight: what it is, and when it started.
+/// One request in flight: what it is, and when it started. Small, so that it stays
+/// in registers across the executor call; the key is kept only when needed.
 pub struct Probe<'r> {
-    /// Timed: the clock reading at the start; else not timed.
-    start: Option<u64>,
+    /// The clock reading at the start (0 when not timed).
+    start: u64,
     /// Its latency series (for a read, the hit's).
     series: usize,
-    /// A read: hit or miss series, reply bytes for hot keys.
-    read: bool,
-    /// Hot keys sample this request.
-    sampled: bool,
-    /// The request's key (empty: none).
-    key: &'r [u8],
-    /// A text get's keys, all of them (hot keys count each).
-    keys: Option<Keys<'r>>,
+    /// For a read, `get_hits + touch_hits` before; else [`NOT_READ`].
+    hits: u64,
+    /// The key and what hot keys count: only when hot keys sample this request or
+    /// the slow log is on.
+    keep: Option<Keep<'r>>,
+}
+
+/// `Probe::hits` of a request that is not a read.
+const NOT_READ: u64 = u64::MAX;
+
+/// What a sampled (or possibly slow) request keeps for after its execution.
+struct Keep<'r> {
+    key: Key<'r>,
     /// A write's value bytes.
     stored: usize,
-    /// `get_hits + touch_hits` before a read.
-    hits: u64,
-    /// The output's length before (a sampled read's reply bytes).
+    /// The output's length before, for a read's reply bytes.
     out: usize,
+    /// Hot keys sample this request.
+    sampled: bool,
 }
 
-/// What a request is, for the probe: its series within the protocol, key(s) and
-/// stored bytes.
-struct What<'r> {
-    offset: usize,
-    key: &'r [u8],
-    keys: Option<Keys<'r>>,
-    stored: usize,
+/// A request's key(s), split only when needed (a text get's keys stay one slice).
+#[derive(Clone)]
+enum Key<'r> {
+    One(&'r [u8]),
+    Many(Keys<'r>),
 }
 
-impl<'r> What<'r> {
-    fn new(offset: usize, key: &'r [u8], stored: usize) -> Self {
-        What {
-            offset,
-            key,
-            keys: None,
-            stored,
+impl<'r> Key<'r> {
+    /// The first key (empty when none).
+    fn first(&self) -> &'r [u8] {
+        match self {
+            Key::One(k) => k,
+            Key::Many(keys) => keys.clone().next().unwrap_or_default(),
         }
     }
 }
 
 impl<'r> Probe<'r> {
-    /// A probe for a parsed text (or meta) request.
-    #[inline]
+    /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
+    #[inline(always)]
     pub fn text(cx: &Ctx<'_>, req: &Request<'r>, out: &Out) -> Option<Self> {
-        let obs = &cx.server.observe;
-        if !obs.timed && !obs.hotkeys {
+        if !cx.server.observe.any {
             return None;
         }
-        let (base, what) = match req {
-            Request::Get { keys, touch, .. } => {
-                let mut k = keys.clone();
-                let first = k.next().unwrap_or_default();
-                let offset = if touch.is_some() { GAT } else { GET };
-                let mut w = What::new(offset, first, 0);
-                w.keys = Some(keys.clone());
-                (TEXT, w)
-            }
-            Request::Store { cmd, key, data, .. } => {
-                (TEXT, What::new(store(*cmd), key, data.len()))
-            }
-            Request::TooLarge { cmd, key, .. } => (TEXT, What::new(store(*cmd), key, 0)),
-            Request::Delete { key, .. } => (TEXT, What::new(DELETE, key, 0)),
-            Request::Arith { key, incr, .. } => {
-                (TEXT, What::new(if *incr { INCR } else { DECR }, key, 0))
-            }
-            Request::Touch { key, .. } => (TEXT, What::new(TOUCH, key, 0)),
-            Request::Meta(m) => (META, meta(m)),
-            _ => (TEXT, What::new(OTHER, &[], 0)),
+        let series = match req {
+            Request::Get { touch: None, .. } => TEXT + GET,
+            Request::Get { .. } => TEXT + GAT,
+            Request::Store { cmd, .. } | Request::TooLarge { cmd, .. } => TEXT + store(*cmd),
+            Request::Delete { .. } => TEXT + DELETE,
+            Request::Arith { incr: true, .. } => TEXT + INCR,
+            Request::Arith { .. } => TEXT + DECR,
+            Request::Touch { .. } => TEXT + TOUCH,
+            Request::Meta(m) => META + meta(m),
+            _ => TEXT + OTHER,
         };
-        Some(Probe::start(cx, base, what, out))
+        Some(Probe::start(cx, series, out, &|| text_key(req)))
     }
 
     /// A probe for a decoded binary request whose value is `value_len` bytes.
     #[inline]
     pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'r>, value_len: usize, out: &Out) -> Option<Self> {
-        let obs = &cx.server.observe;
-        if !obs.timed && !obs.hotkeys {
+        if !cx.server.observe.any {
             return None;
         }
-        let what = match *req {
+        let (offset, key, stored) = match *req {
             BinRequest::Get {
                 key,
                 touch,
                 no_value,
                 ..
-            } => What::new(
-                match (touch, no_value) {
-                    (None, _) => GET,
-                    (Some(_), true) => TOUCH,
-                    (Some(_), false) => GAT,
-                },
-                key,
-                0,
-            ),
+            } => match (touch, no_value) {
+                (None, _) => (GET, key, 0),
+                (Some(_), true) => (TOUCH, key, 0),
+                (Some(_), false) => (GAT, key, 0),
+            },
             BinRequest::Store { kind, key, cas, .. } => {
-                let offset = if cas != 0 && kind != StoreKind::Add {
-                    CAS
-                } else {
-                    SET
-                };
-                What::new(offset, key, value_len)
+                let cas = cas != 0 && kind != StoreKind::Add;
+                (if cas { CAS } else { SET }, key, value_len)
             }
-            BinRequest::Delete { key, .. } => What::new(DELETE, key, 0),
-            BinRequest::Arith { key, incr, .. } => {
-                What::new(if incr { INCR } else { DECR }, key, 0)
-            }
-            _ => What::new(OTHER, &[], 0),
+            BinRequest::Delete { key, .. } => (DELETE, key, 0),
+            BinRequest::Arith { key, incr, .. } => (if incr { INCR } else { DECR }, key, 0),
+            _ => (OTHER, &[][..], 0),
         };
-        Some(Probe::start(cx, BINARY, what, out))
+        Some(Probe::start(cx, BINARY + offset, out, &|| {
+            (Key::One(key), stored)
+        }))
     }
 
-    #[inline]
-    fn start(cx: &Ctx<'_>, base: usize, what: What<'r>, out: &Out) -> Self {
+    #[inline(always)]
+    fn start(cx: &Ctx<'_>, series: usize, out: &Out, key: &dyn Fn() -> (Key<'r>, usize)) -> Self {
         let obs = &cx.server.observe;
-        let read = latency::is_read(what.offset);
-        let sampled =
-            obs.hotkeys && !what.key.is_empty() && worker(cx).is_some_and(|w| w.hotkeys.sampled());
-        let c = cx.counters;
+        let read = latency::is_read(series - series_base(series));
+        let sampled = obs.hotkeys
+            && series - series_base(series) != OTHER
+            && worker(cx).is_some_and(|w| w.hotkeys.sampled());
+        let keep = (sampled || obs.slowlog_on).then(|| {
+            let (key, stored) = key();
+            Keep {
+                key,
+                stored,
+                out: out.len(),
+                sampled,
+            }
+        });
         Probe {
-            start: obs.timed.then(|| obs.ticks.now()),
-            series: base + what.offset,
-            read,
-            sampled,
-            key: what.key,
-            keys: what.keys,
-            stored: what.stored,
-            hits: if read {
-                c.get_hits.get().wrapping_add(c.touch_hits.get())
-            } else {
-                0
-            },
-            out: out.len(),
+            start: if obs.timed { obs.ticks.now() } else { 0 },
+            series,
+            hits: if read { hits(cx) } else { NOT_READ },
+            keep,
         }
     }
 
     /// The reply is queued (or the request ended as `flow` says): record.
-    #[inline]
+    #[inline(always)]
     pub fn done(self, cx: &Ctx<'_>, out: &Out, flow: &Flow) {
         if *flow == Flow::Suspend {
             return;
         }
         let obs = &cx.server.observe;
         let Some(w) = worker(cx) else { return };
-        let (mut series, read) = (self.series, self.read);
+        let mut series = self.series;
+        let read = self.hits != NOT_READ;
         if read {
-            let c = cx.counters;
-            let hits = c.get_hits.get().wrapping_add(c.touch_hits.get());
-            series += usize::from(hits == self.hits);
+            series += usize::from(hits(cx) == self.hits);
         }
-        if let Some(start) = self.start {
-            let ns = obs.ticks.ns(start, obs.ticks.now());
+        let mut ns = 0;
+        if obs.timed {
+            ns = obs.ticks.ns(self.start, obs.ticks.now());
             if obs.latency {
                 w.latencies.record(series, ns);
             }
-            let us = ns / 1000;
-            if obs.slowlog.is_slow(us) {
-                slow(cx, series, self.key, us);
-            }
         }
-        if self.sampled {
-            let bytes = if read {
-                out.len().saturating_sub(self.out)
-            } else {
-                self.stored
-            };
-            note(w, read, self.key, self.keys, bytes as u64);
+        if let Some(keep) = self.keep {
+            kept(cx, w, keep, series, read, ns, out.len());
         }
+    }
+}
+
+/// After a request that kept its key: the slow log, and the hot keys when sampled.
+#[cold]
+#[inline(never)]
+fn kept(
+    cx: &Ctx<'_>,
+    w: &WorkerObs,
+    keep: Keep<'_>,
+    series: usize,
+    read: bool,
+    ns: u64,
+    out: usize,
+) {
+    if cx.server.observe.timed && cx.server.observe.slowlog.is_slow_ns(ns) {
+        slow(cx, series, keep.key.first(), ns / 1000);
+    }
+    if keep.sampled {
+        let bytes = if read {
+            out.saturating_sub(keep.out)
+        } else {
+            keep.stored
+        };
+        note(w, read, keep.key, bytes as u64);
+    }
+}
+
+/// A text request's key(s) and value bytes.
+fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
+    match req {
+        Request::Get { keys, .. } => (Key::Many(keys.clone()), 0),
+        Request::Store { key, data, .. } => (Key::One(key), data.len()),
+        Request::TooLarge { key, .. }
+        | Request::Delete { key, .. }
+        | Request::Arith { key, .. }
+        | Request::Touch { key, .. } => (Key::One(key), 0),
+        Request::Meta(m) => match m {
+            Meta::Get { key, .. }
+            | Meta::SetTooLarge { key, .. }
+            | Meta::Delete { key, .. }
+            | Meta::Arith { key, .. } => (Key::One(key.raw()), 0),
+            Meta::Set { key, data, .. } => (Key::One(key.raw()), data.len()),
+            _ => (Key::One(&[]), 0),
+        },
+        _ => (Key::One(&[]), 0),
+    }
+}
+
+/// `get_hits + touch_hits` of this worker: a read hit moves one of them.
+#[inline]
+fn hits(cx: &Ctx<'_>) -> u64 {
+    let c = cx.counters;
+    c.get_hits.get().wrapping_add(c.touch_hits.get())
+}
+
+/// Where the protocol of `series` starts.
+#[inline]
+fn series_base(series: usize) -> usize {
+    if series >= BINARY {
+        BINARY
+    } else if series >= META {
+        META
+    } else {
+        TEXT
     }
 }
 
@@ -213,6 +252,7 @@ fn worker<'a>(cx: &Ctx<'a>) -> Option<&'a WorkerObs> {
     cx.server.observe.workers.get(cx.worker)
 }
 
+#[inline]
 fn store(cmd: StoreCmd) -> usize {
     if cmd == StoreCmd::Cas {
         CAS
@@ -221,14 +261,16 @@ fn store(cmd: StoreCmd) -> usize {
     }
 }
 
-fn meta<'r>(m: &Meta<'r>) -> What<'r> {
+/// A meta request's series within the meta protocol.
+#[inline]
+fn meta(m: &Meta<'_>) -> usize {
     match m {
-        Meta::Get { key, .. } => What::new(GET, key.raw(), 0),
-        Meta::Set { key, data, .. } => What::new(SET, key.raw(), data.len()),
-        Meta::SetTooLarge { key, .. } => What::new(SET, key.raw(), 0),
-        Meta::Delete { key, .. } => What::new(DELETE, key.raw(), 0),
-        Meta::Arith { key, incr, .. } => What::new(if *incr { INCR } else { DECR }, key.raw(), 0),
-        _ => What::new(OTHER, &[], 0),
+        Meta::Get { .. } => GET,
+        Meta::Set { .. } | Meta::SetTooLarge { .. } => SET,
+        Meta::Delete { .. } => DELETE,
+        Meta::Arith { incr: true, .. } => INCR,
+        Meta::Arith { .. } => DECR,
+        _ => OTHER,
     }
 }
 
@@ -236,15 +278,15 @@ fn meta<'r>(m: &Meta<'r>) -> What<'r> {
 /// share its reply bytes evenly.
 #[cold]
 #[inline(never)]
-fn note(w: &WorkerObs, read: bool, key: &[u8], keys: Option<Keys<'_>>, bytes: u64) {
-    match keys {
-        Some(keys) if read => {
+fn note(w: &WorkerObs, read: bool, key: Key<'_>, bytes: u64) {
+    match key {
+        Key::Many(keys) => {
             let n = keys.clone().count().max(1) as u64;
             for k in keys {
                 w.hotkeys.note(false, k, bytes / n);
             }
         }
-        _ => w.hotkeys.note(!read, key, bytes),
+        Key::One(k) => w.hotkeys.note(!read, k, bytes),
     }
 }
 
