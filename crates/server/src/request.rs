@@ -329,7 +329,10 @@ impl Session {
         out: &mut Out,
         out_limit: usize,
     ) -> Option<Done> {
-        let probe = parsed.as_ref().ok().and_then(|req| Probe::text(cx, req, out));
+        let probe = parsed
+            .as_ref()
+            .ok()
+            .and_then(|req| Probe::text(cx, req, out));
         let (consumed, flow) = match parsed {
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),

@@ -106,7 +106,7 @@ fn bump(a: &AtomicU64, n: u64) {
 
 impl Histogram {
     /// Records one request of `ns` nanoseconds. Only the owning worker calls this.
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, ns: u64) {
         bump(&self.buckets[bucket_of(ns)], 1);
         bump(&self.sum_ns, ns);
@@ -318,7 +318,7 @@ impl Default for Latencies {
 
 impl Latencies {
     /// Records a request of series `index` that took `ns`. Only the owning worker.
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, index: usize, ns: u64) {
         if let Some(h) = self.hists.get(index) {
             h.record(ns);
