@@ -79,8 +79,9 @@ fn bucket_mid(i: usize) -> u64 {
 /// load with Relaxed and may see a request in `count` but not yet in `sum_ns` — the
 /// same tolerance as `stats` totals.
 pub struct Histogram {
-    /// Requests per bucket (owner writes, any thread reads).
-    buckets: Box<[AtomicU64]>,
+    /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
+    /// so that [`bucket_of`]'s index needs no bounds check.
+    buckets: Box<[AtomicU64; BUCKETS]>,
     /// Total nanoseconds recorded (owner writes, any thread reads).
     sum_ns: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
@@ -90,7 +91,7 @@ pub struct Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             sum_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
         }

@@ -738,11 +738,11 @@ mod tests {
         h.note(false, b"k\"1", 5);
         let text = encode(&[hotkeys_family([&h])], Format::Text);
         assert!(
-            text.contains("memcrab_hotkey_estimate{kind=\"reads\",rank=\"1\",key=\"k%221\"} 64\n"),
+            text.contains("memcrab_hotkey_estimate{kind=\"reads\",rank=\"1\",key=\"k%221\"} 128\n"),
             "{text}"
         );
         assert!(
-            text.contains("memcrab_hotkey_estimate{kind=\"bytes\",rank=\"1\",key=\"k%221\"} 320\n"),
+            text.contains("memcrab_hotkey_estimate{kind=\"bytes\",rank=\"1\",key=\"k%221\"} 640\n"),
             "{text}"
         );
     }
