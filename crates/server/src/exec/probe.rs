@@ -5,16 +5,20 @@
 //! log (and `watch slowlog`).
 //!
 //! ```text
-//!   request.rs: parsed ──► Probe::text / Probe::binary   (series, key, 1st clock read)
+//!   request.rs: parsed ──► Probe::text / Probe::binary   (series, 1st clock read;
+//!                                                        the key only if sampled
+//!                                                        or the slow log is on)
 //!                           exec::{text,binary}::execute
 //!                          probe.done(cx, out, &flow)     (2nd clock read, record)
 //! ```
 //!
 //! Cost, when everything is on: two reads of the time-stamp counter, a match on the
-//! request to pick its series and key, two counter loads for a read's hit or miss,
-//! a histogram bucket, and one xorshift step for hot-key sampling (a sampled
-//! request, one in `hotkeys::SAMPLE_RATE`, also takes its worker's sketch locks).
-//! With `-o latency=off,hotkeys=off` and no slow log, one load and a branch.
+//! request to pick its series, two counter loads for a read's hit or miss, a
+//! histogram bucket, and a countdown for hot-key sampling (a sampled request, one
+//! in `hotkeys::SAMPLE_RATE`, also copies out its key, hashes it and takes its
+//! worker's sketch locks). With `-o latency=off,hotkeys=off` and no slow log, one
+//! load and a branch. Measured in docs/benchmarks.md ("Latency histograms and hot
+//! keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found (`get_hits` or `touch_hits` moved: a multi-get with any key
