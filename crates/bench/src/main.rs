@@ -18,12 +18,15 @@
 //!   them against servers and writes them for libcachesim (trace/).
 //! - `textconn.rs` is the blocking text connection `storage` and `trace` replay
 //!   requests over.
+//! - `hotkeys` checks a server's `stats hotkeys` against the true Zipf top 16
+//!   (hotkeys.rs).
 //! - `floor` is a do-nothing responder: the machine's floor, on epoll (floor.rs) or
 //!   io_uring (`--io uring`, floor_uring.rs).
 
 mod compare;
 mod floor;
 mod floor_uring;
+mod hotkeys;
 mod load;
 mod plot;
 mod run;
@@ -56,6 +59,8 @@ enum Cmd {
     Storage(storage::StorageArgs),
     /// Hit ratio on traces shaped like Twitter's clusters, for an oracle's comparison.
     Trace(trace::TraceArgs),
+    /// Check `stats hotkeys` against the true top 16 of Zipf loads (recall).
+    Hotkeys(hotkeys::HotkeysArgs),
     /// Serve as a do-nothing responder (the machine's floor) until killed.
     Floor {
         /// Port to listen on (127.0.0.1).
@@ -106,6 +111,7 @@ fn main() {
         Cmd::Compare(a) => compare::main(a),
         Cmd::Storage(a) => storage::main(a),
         Cmd::Trace(a) => trace::main(a),
+        Cmd::Hotkeys(a) => hotkeys::main(a),
         Cmd::Floor { port, io } => {
             // Bound here for both designs, and said on stdout once it listens: a
             // script or test waits for that line instead of polling the port.

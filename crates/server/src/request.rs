@@ -32,6 +32,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
+use crate::exec::probe::Probe;
 use crate::exec::{self, Ctx, Flow, Resume};
 use crate::out::Out;
 use crate::startup::settings::{parse_config, Protocol, Settings};
@@ -328,6 +329,10 @@ impl Session {
         out: &mut Out,
         out_limit: usize,
     ) -> Option<Done> {
+        let probe = parsed
+            .as_ref()
+            .ok()
+            .and_then(|req| Probe::text(cx, req, out));
         let (consumed, flow) = match parsed {
             Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
                 Flow::Suspend => (0, Flow::Suspend),
@@ -347,6 +352,9 @@ impl Session {
                 Action::Close => (available, Flow::Hangup),
             },
         };
+        if let Some(p) = probe {
+            p.done(cx, out, &flow);
+        }
         Some(Done {
             consumed,
             flow,
@@ -414,7 +422,11 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
+        let probe = Probe::binary(cx, &req, value_len, out);
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
+        if let Some(p) = probe {
+            p.done(cx, out, &flow);
+        }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;
         }

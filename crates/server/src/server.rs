@@ -11,6 +11,7 @@ use memcrab_store::Engine;
 use parking_lot::{Mutex, RwLock};
 
 use crate::admin::counters::{Counters, Totals};
+use crate::admin::observe::Observe;
 use crate::admin::prefix::Prefixes;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
@@ -84,6 +85,8 @@ pub struct Server {
     pub prefixes: Prefixes,
     /// `watch`'s log streams (see its docs for its locks and atomics).
     pub watch: Arc<Hub>,
+    /// Latency histograms, hot keys and the slow log (see its docs).
+    pub observe: Observe,
 }
 
 impl Server {
@@ -100,6 +103,13 @@ impl Server {
             tunables: Tunables::new(settings.track_sizes),
             prefixes: Prefixes::new(settings.stat_prefix),
             watch: Arc::new(Hub::new(settings.watcher_buf_bytes)),
+            observe: Observe::new(
+                settings.workers,
+                settings.latency,
+                settings.hotkeys,
+                settings.slowlog_us,
+                settings.slowlog_len,
+            ),
             settings,
             engine,
             baseline: Mutex::default(),

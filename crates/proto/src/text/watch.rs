@@ -41,6 +41,9 @@ pub const PROXYEVENTS: u16 = 1 << 11;
 pub const PROXYUSER: u16 = 1 << 12;
 /// `deletions` (memcached 1.6.20): `type=deleted`, an item removed by `delete`/`md`.
 pub const DELETIONS: u16 = 1 << 13;
+/// `slowlog` (memcrab's own): `type=slow`, a request slower than `-o slowlog_us`,
+/// as it enters the slow log.
+pub const SLOWLOG: u16 = 1 << 14;
 
 /// The event types named after `watch` (the tokens after the command), as
 /// `process_watch_command`: each must be one of the names exactly, and none means
@@ -62,6 +65,7 @@ pub fn parse_events(args: &[&[u8]]) -> Option<u16> {
             b"proxyevents" => PROXYEVENTS,
             b"proxyuser" => PROXYUSER,
             b"deletions" => DELETIONS,
+            b"slowlog" => SLOWLOG,
             _ => return None,
         };
     }
@@ -238,6 +242,31 @@ pub fn deleted(out: &mut Vec<u8>, key: &[u8], cmd: DeleteCmd, clsid: u32, size: 
     out.push(b'\n');
 }
 
+/// `type=slow id=<n> cmd=<series> key=<key> us=<microseconds> client=<client>
+/// cfd=<fd>\n`: a slow log entry (memcrab's own event). `cmd` is the request's
+/// latency series (`text_get_hit`, `meta_set`, ...), `client` as `stats conns`
+/// names it; an empty key (a request without one) prints as `key=`.
+pub fn slow(
+    out: &mut Vec<u8>,
+    id: u64,
+    cmd: &str,
+    key: &[u8],
+    micros: u64,
+    client: &str,
+    cfd: i32,
+) {
+    field(out, b"type=slow id=", id);
+    out.extend_from_slice(b" cmd=");
+    out.extend_from_slice(cmd.as_bytes());
+    out.extend_from_slice(b" key=");
+    uriencode(out, key);
+    field(out, b" us=", micros);
+    out.extend_from_slice(b" client=");
+    out.extend_from_slice(client.as_bytes());
+    field(out, b" cfd=", cfd);
+    out.push(b'\n');
+}
+
 /// A connection's transport as the connection events name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -321,6 +350,10 @@ mod tests {
         assert_eq!(parse_events(&[b"fetchers", b"Fetchers"]), None);
         assert_eq!(parse_events(&[b"noreply"]), None);
         assert_eq!(parse_events(&[b"deletions"]), Some(DELETIONS));
+        assert_eq!(
+            parse_events(&[b"slowlog", b"fetchers"]),
+            Some(SLOWLOG | FETCHERS)
+        );
     }
 
     #[test]
@@ -352,6 +385,15 @@ mod tests {
         conn_close(&mut out, None, Transport::Local, CloseReason::Normal, 9);
         deleted(&mut out, b"a b", DeleteCmd::Md, 1, 5);
         skipped(&mut out, 12);
+        slow(
+            &mut out,
+            7,
+            "text_get_hit",
+            b"a/b",
+            1500,
+            "tcp:127.0.0.1:9",
+            12,
+        );
         assert_eq!(
             String::from_utf8_lossy(&out),
             "ts=1795479025.11303 gid=27 type=item_get key=foo status=not_found clsid=0 \
@@ -363,7 +405,8 @@ mod tests {
              type=conn_close rip=::1 rport=7 transport=tcp reason=idle_timeout cfd=9\n\
              type=conn_close rip=unix rport=0 transport=local reason=normal cfd=9\n\
              type=deleted key=a%20b cmd=md clsid=1 size=5\n\
-             skipped=12\n"
+             skipped=12\n\
+             type=slow id=7 cmd=text_get_hit key=a%2Fb us=1500 client=tcp:127.0.0.1:9 cfd=12\n"
         );
     }
 }

@@ -16,22 +16,19 @@
 //! Space-Saving (Metwally, Agrawal, El Abbadi, 2005) keeps `CAPACITY` counters; a
 //! key not held replaces the smallest and inherits its count, so a count is an
 //! overestimate by at most that inherited error. With 1,024 counters per worker and
-//! one request in 16 sampled, the true top 16 of a Zipf 0.99 or 1.2 load are found
+//! one request in 128 sampled, the true top 16 of a Zipf 0.99 or 1.2 load are found
 //! (the recall test below). Goals: no lock on an unsampled request, a bounded
 //! memory (CAPACITY keys per kind per worker). Non-goals: exact counts; keys seen
 //! only before a `reset`.
 
-// Nothing calls these yet: the request step and the executors will record into
-// them, and `stats` and `/metrics` read them.
-#![allow(dead_code)]
-
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 /// One request in this many is sampled (a power of two).
-pub const SAMPLE_RATE: u64 = 16;
+pub const SAMPLE_RATE: u64 = 128;
 /// Counters per kind per worker.
 pub const CAPACITY: usize = 1024;
 /// Keys reported per kind (`stats hotkeys`, `/metrics`): twice the 16 that the
@@ -39,6 +36,7 @@ pub const CAPACITY: usize = 1024;
 /// percent apart under Zipf 0.99) does not push a true top-16 key off the list.
 pub const TOP_K: usize = 32;
 /// The top that the recall target is set for.
+#[cfg(test)]
 pub const RECALL_TOP: usize = 16;
 
 /// What a hot-key list ranks.
@@ -65,84 +63,126 @@ impl Kind {
 }
 
 #[derive(Debug)]
-struct Entry {
-    key: Box<[u8]>,
+struct Slot {
+    /// The key (its allocation is reused by the key that replaces it).
+    key: Vec<u8>,
+    /// The key's hash (its entry in `pos`).
+    hash: u64,
     count: u64,
+    /// Where this slot is in the heap.
+    at: usize,
 }
 
-/// Space-Saving's counters in a binary min-heap on count, with each key's heap
-/// position in a map, so that a hit and a replacement are O(log CAPACITY).
+/// Space-Saving's counters: slots that never move, a binary min-heap of slot numbers
+/// on count, and a map from each held key's 64-bit hash to its slot. A sampled
+/// request hashes its key once (SipHash with a random key, so a client cannot
+/// choose colliding keys); heap moves touch only the two arrays. Two keys with the
+/// same 64-bit hash would share a counter (about one chance in 2^54 with 1,024
+/// keys held), which an estimate can afford.
 #[derive(Debug)]
 pub struct SpaceSaving {
     cap: usize,
-    heap: Vec<Entry>,
-    pos: HashMap<Box<[u8]>, usize>,
+    slots: Vec<Slot>,
+    heap: Vec<usize>,
+    pos: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
+}
+
+/// The map's hasher: its keys are hashes already.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 impl SpaceSaving {
     pub fn new(cap: usize) -> Self {
         SpaceSaving {
             cap: cap.max(1),
+            slots: Vec::new(),
             heap: Vec::new(),
-            pos: HashMap::new(),
+            pos: HashMap::default(),
         }
     }
 
     /// Counts `weight` for `key`.
+    #[cfg(test)]
     pub fn offer(&mut self, key: &[u8], weight: u64) {
-        if let Some(&i) = self.pos.get(key) {
-            self.heap[i].count = self.heap[i].count.saturating_add(weight);
-            self.sift_down(i);
+        let h = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(key);
+        self.offer_hashed(h, key, weight);
+    }
+
+    /// Counts `weight` for `key`, whose hash (by the hasher all of a worker's
+    /// sketches share) is `h`.
+    pub fn offer_hashed(&mut self, h: u64, key: &[u8], weight: u64) {
+        if let Some(&slot) = self.pos.get(&h) {
+            let s = &mut self.slots[slot];
+            s.count = s.count.saturating_add(weight);
+            let at = s.at;
+            self.sift_down(at);
             return;
         }
-        let key: Box<[u8]> = key.into();
-        if self.heap.len() < self.cap {
-            self.heap.push(Entry {
-                key: key.clone(),
+        if self.slots.len() < self.cap {
+            let slot = self.slots.len();
+            self.slots.push(Slot {
+                key: key.to_vec(),
+                hash: h,
                 count: weight,
+                at: self.heap.len(),
             });
-            let i = self.heap.len() - 1;
-            self.pos.insert(key, i);
-            self.sift_up(i);
+            self.heap.push(slot);
+            self.pos.insert(h, slot);
+            self.sift_up(self.heap.len() - 1);
             return;
         }
         // Replace the smallest: the newcomer inherits its count.
-        let min = self.heap[0].count;
-        let old = std::mem::replace(
-            &mut self.heap[0],
-            Entry {
-                key: key.clone(),
-                count: min.saturating_add(weight),
-            },
-        );
-        self.pos.remove(&old.key);
-        self.pos.insert(key, 0);
+        let slot = self.heap[0];
+        let s = &mut self.slots[slot];
+        let old = std::mem::replace(&mut s.hash, h);
+        s.key.clear();
+        s.key.extend_from_slice(key);
+        s.count = s.count.saturating_add(weight);
+        self.pos.remove(&old);
+        self.pos.insert(h, slot);
         self.sift_down(0);
     }
 
     /// Every (key, count) held.
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], u64)> {
-        self.heap.iter().map(|e| (&*e.key, e.count))
+        self.slots.iter().map(|s| (&*s.key, s.count))
     }
 
     pub fn clear(&mut self) {
+        self.slots.clear();
         self.heap.clear();
         self.pos.clear();
     }
 
+    fn count_at(&self, i: usize) -> u64 {
+        self.slots[self.heap[i]].count
+    }
+
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for i in [a, b] {
-            if let Some(p) = self.pos.get_mut(&self.heap[i].key) {
-                *p = i;
-            }
-        }
+        let (sa, sb) = (self.heap[a], self.heap[b]);
+        self.slots[sa].at = a;
+        self.slots[sb].at = b;
     }
 
     fn sift_up(&mut self, mut i: usize) {
         while i > 0 {
             let parent = (i - 1) / 2;
-            if self.heap[parent].count <= self.heap[i].count {
+            if self.count_at(parent) <= self.count_at(i) {
                 break;
             }
             self.swap(parent, i);
@@ -151,13 +191,14 @@ impl SpaceSaving {
     }
 
     fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut m = i;
-            if l < self.heap.len() && self.heap[l].count < self.heap[m].count {
+            if l < n && self.count_at(l) < self.count_at(m) {
                 m = l;
             }
-            if r < self.heap.len() && self.heap[r].count < self.heap[m].count {
+            if r < n && self.count_at(r) < self.count_at(m) {
                 m = r;
             }
             if m == i {
@@ -174,10 +215,14 @@ pub struct HotKeys {
     /// The sampler's xorshift64 state: only the owning worker loads and stores it
     /// (Relaxed: no other memory depends on it).
     rng: AtomicU64,
+    /// Requests until the next sample (owner only, as `rng`).
+    left: AtomicU64,
     /// Each sketch's lock is taken by the owning worker on a sampled request and by a
     /// reader (`stats hotkeys`, `/metrics`) while it copies the counts out; neither
     /// holds it while taking another lock.
     sketches: [Mutex<SpaceSaving>; 3],
+    /// Hashes a sampled key once for every sketch (SipHash, keyed at random).
+    hasher: RandomState,
 }
 
 impl HotKeys {
@@ -185,29 +230,46 @@ impl HotKeys {
     pub fn new(seed: u64) -> Self {
         HotKeys {
             rng: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            left: AtomicU64::new(1),
             sketches: std::array::from_fn(|_| Mutex::new(SpaceSaving::new(CAPACITY))),
+            hasher: RandomState::new(),
         }
     }
 
-    /// Whether to sample this request (about one in [`SAMPLE_RATE`]). Only the
-    /// owning worker calls this.
+    /// Whether to sample this request (one in [`SAMPLE_RATE`] on average). Only the
+    /// owning worker calls this. A countdown (a load, a decrement and a store per
+    /// request) whose every restart draws the next gap uniformly from
+    /// 1..2 * SAMPLE_RATE, so that no periodic pattern in the requests lines up
+    /// with the samples.
     #[inline]
     pub fn sampled(&self) -> bool {
+        let left = self.left.load(Ordering::Relaxed);
+        if left > 1 {
+            self.left.store(left - 1, Ordering::Relaxed);
+            return false;
+        }
+        self.left.store(self.gap(), Ordering::Relaxed);
+        true
+    }
+
+    /// A gap between samples, uniform in 1..2 * SAMPLE_RATE (mean SAMPLE_RATE).
+    fn gap(&self) -> u64 {
         let mut x = self.rng.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.rng.store(x, Ordering::Relaxed);
-        x & (SAMPLE_RATE - 1) == 0
+        1 + x % (2 * SAMPLE_RATE - 1)
     }
 
     /// Counts a sampled request: a read or a write of `key` that moved `bytes` value
     /// bytes. Call only when [`HotKeys::sampled`] said yes.
     pub fn note(&self, write: bool, key: &[u8], bytes: u64) {
         let kind = if write { Kind::Writes } else { Kind::Reads };
-        self.sketch(kind).lock().offer(key, 1);
+        let h = self.hasher.hash_one(key);
+        self.sketch(kind).lock().offer_hashed(h, key, 1);
         if bytes > 0 {
-            self.sketch(Kind::Bytes).lock().offer(key, bytes);
+            self.sketch(Kind::Bytes).lock().offer_hashed(h, key, bytes);
         }
     }
 
@@ -406,9 +468,9 @@ mod tests {
         render_stats([&h], &mut out);
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "STAT reads:1:key a%20b\r\nSTAT reads:1:count 16\r\n\
-             STAT writes:1:key w\r\nSTAT writes:1:count 16\r\n\
-             STAT bytes:1:key a%20b\r\nSTAT bytes:1:count 160\r\n"
+            "STAT reads:1:key a%20b\r\nSTAT reads:1:count 128\r\n\
+             STAT writes:1:key w\r\nSTAT writes:1:count 128\r\n\
+             STAT bytes:1:key a%20b\r\nSTAT bytes:1:count 1280\r\n"
         );
     }
 }

@@ -23,10 +23,6 @@
 //! buckets, so a bucket is at most 1/16 of its lower bound wide. 34 powers of two
 //! (up to 2^38 ns, 275 s) make 560 buckets; longer values land in the last one.
 
-// Nothing calls these yet: the request step and the executors will record into
-// them, and `stats` and `/metrics` read them.
-#![allow(dead_code)]
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Linear sub-buckets per power of two, as bits (16 buckets).
@@ -83,8 +79,9 @@ fn bucket_mid(i: usize) -> u64 {
 /// load with Relaxed and may see a request in `count` but not yet in `sum_ns` — the
 /// same tolerance as `stats` totals.
 pub struct Histogram {
-    /// Requests per bucket (owner writes, any thread reads).
-    buckets: Box<[AtomicU64]>,
+    /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
+    /// so that [`bucket_of`]'s index needs no bounds check.
+    buckets: Box<[AtomicU64; BUCKETS]>,
     /// Total nanoseconds recorded (owner writes, any thread reads).
     sum_ns: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
@@ -94,7 +91,7 @@ pub struct Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             sum_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
         }
@@ -110,7 +107,7 @@ fn bump(a: &AtomicU64, n: u64) {
 
 impl Histogram {
     /// Records one request of `ns` nanoseconds. Only the owning worker calls this.
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, ns: u64) {
         bump(&self.buckets[bucket_of(ns)], 1);
         bump(&self.sum_ns, ns);
@@ -170,14 +167,6 @@ pub const LE_SECS: [f64; 22] = [
 impl Snapshot {
     pub fn count(&self) -> u64 {
         self.counts.iter().fold(0u64, |a, &c| a.wrapping_add(c))
-    }
-
-    pub fn merge(&mut self, o: &Snapshot) {
-        for (c, x) in self.counts.iter_mut().zip(&o.counts) {
-            *c = c.wrapping_add(*x);
-        }
-        self.sum_ns = self.sum_ns.wrapping_add(o.sum_ns);
-        self.max_ns = self.max_ns.max(o.max_ns);
     }
 
     /// The value at quantile `q` (0..=1): the midpoint of the bucket holding the
@@ -270,8 +259,39 @@ pub fn series(index: usize) -> Series {
     }
 }
 
+/// Where each protocol's series start, and each command's offset within them (for
+/// a read, the hit's; the miss is the next), so that the request step picks a series
+/// with an addition ([`series_index`] is the same table by name).
+pub const TEXT: usize = 0;
+pub const META: usize = PER_PROTOCOL;
+pub const BINARY: usize = 2 * PER_PROTOCOL;
+pub const GET: usize = 0;
+pub const GAT: usize = 2;
+pub const SET: usize = 4;
+pub const CAS: usize = 5;
+pub const DELETE: usize = 6;
+pub const INCR: usize = 7;
+pub const DECR: usize = 8;
+pub const TOUCH: usize = 9;
+pub const OTHER: usize = 10;
+
+/// Whether the series at `offset` within a protocol is a read's (hit, or miss at
+/// `offset + 1`).
+#[inline]
+pub fn is_read(offset: usize) -> bool {
+    offset < READS.len() * 2
+}
+
+/// The name of the series at `index`, as [`series_name`] writes it, made once.
+pub fn series_label(index: usize) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| (0..SERIES_COUNT).map(|i| series_name(series(i))).collect());
+    names.get(index).map_or("other", String::as_str)
+}
+
 /// The index of a series; unknown commands map to `other`, and `hit` for a
 /// non-read is ignored. None for an unknown protocol.
+#[cfg(test)]
 pub fn series_index(protocol: &str, command: &str, hit: bool) -> Option<usize> {
     let p = PROTOCOLS.iter().position(|&x| x == protocol)?;
     let r = match READS.iter().position(|&x| x == command) {
@@ -299,7 +319,7 @@ impl Default for Latencies {
 
 impl Latencies {
     /// Records a request of series `index` that took `ns`. Only the owning worker.
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, index: usize, ns: u64) {
         if let Some(h) = self.hists.get(index) {
             h.record(ns);
@@ -456,6 +476,26 @@ mod tests {
             series_index("meta", "other", false)
         );
         assert_eq!(series_index("udp", "get", true), None);
+        // The request step's offsets name the same series.
+        for (p, base) in [("text", TEXT), ("meta", META), ("binary", BINARY)] {
+            for (c, off) in [
+                ("get", GET),
+                ("gat", GAT),
+                ("set", SET),
+                ("cas", CAS),
+                ("delete", DELETE),
+                ("incr", INCR),
+                ("decr", DECR),
+                ("touch", TOUCH),
+                ("other", OTHER),
+            ] {
+                assert_eq!(series_index(p, c, true), Some(base + off), "{p} {c}");
+                assert_eq!(is_read(off), c == "get" || c == "gat");
+            }
+            assert_eq!(series_index(p, "get", false), Some(base + GET + 1));
+        }
+        assert_eq!(series_label(META + GAT + 1), "meta_gat_miss");
+        assert_eq!(series_label(BINARY + SET), "binary_set");
     }
 
     #[test]

@@ -14,15 +14,19 @@
 //!                       evictions, connevents, deletions)
 //!   admin/metrics/      the `/metrics` listener (-o metrics_listen): its own thread,
 //!                       memcached_exporter's series rendered from `stats`
-//!   admin/latency.rs    per-worker request latency histograms
-//!   admin/hotkeys.rs    sampled top-K keys by reads, writes and bytes
-//!   admin/slowlog.rs    the bounded ring of slow requests
+//!   admin/observe.rs    what the request step measures, held together: the
+//!         │             request clock, each worker's recorders, the slow log
+//!         ├── latency.rs    per-worker request latency histograms (`stats latency`)
+//!         ├── hotkeys.rs    sampled top-K keys by reads, writes and bytes
+//!         │                 (`stats hotkeys`)
+//!         └── slowlog.rs    the bounded ring of slow requests (`stats slowlog`)
 //! ```
 
 pub mod counters;
 pub mod hotkeys;
 pub mod latency;
 pub mod metrics;
+pub mod observe;
 pub mod prefix;
 pub mod slab;
 pub mod slowlog;

@@ -24,6 +24,11 @@ pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut
         Some(b"slabs") => slabs(server, out),
         Some(b"sizes") => sizes(server, out),
         Some(b"conns") => conns(server, out),
+        // memcrab's own: the request step's measurements (admin/observe.rs).
+        Some(sub @ (b"latency" | b"hotkeys" | b"slowlog")) => {
+            server.observe.render(sub, arg, out);
+            return;
+        }
         Some(b"detail") => {
             // memcached 1.6.37: `-X` disables `stats detail` as it does the dumps.
             if !server.settings.dump_enabled {
@@ -376,6 +381,14 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "metrics_listen",
         s.metrics_listen.as_deref().unwrap_or("NULL"),
     );
+    // memcrab's own: `-o latency`, `hotkeys`, `slowlog_us`, `slowlog_len`, and the
+    // clock that times requests (admin/observe.rs).
+    let o = &server.observe;
+    stat(out, "latency", yes_no(o.latency));
+    stat(out, "latency_clock", o.ticks.source());
+    stat(out, "hotkeys", yes_no(o.hotkeys));
+    stat(out, "slowlog_us", o.slowlog.threshold_us());
+    stat(out, "slowlog_len", s.slowlog_len);
 }
 
 /// A size class as `stats items` and `stats slabs` report it.

@@ -24,7 +24,8 @@
 //!     delete.rs   delete, md, binary DELETE
 //!     arith.rs    incr decr, ma, binary INCREMENT DECREMENT
 //!     admin.rs    flush_all, shutdown, verbosity, cache_memlimit, refresh_certs,
-//!                 watch's checks
+//!                 watch's checks; `stats latency|hotkeys|slowlog`
+//!   probe.rs      the request step's measurement hook: latency, hot keys, slow log
 //! ```
 //!
 //! Executors know nothing of connections: they read a request and append to an
@@ -38,6 +39,7 @@ pub mod delete;
 pub mod fetch;
 pub mod lru;
 pub mod meta;
+pub mod probe;
 pub mod store;
 pub mod text;
 

@@ -104,6 +104,12 @@ impl Out {
         self.family(name, kind, help).push(labels, v);
     }
 
+    /// Adds a family made whole (a histogram, the hot keys).
+    fn add(&mut self, f: Family) {
+        self.index.insert(f.name.clone(), self.families.len());
+        self.families.push(f);
+    }
+
     pub fn into_families(self) -> Vec<Family> {
         self.families
     }
@@ -557,12 +563,33 @@ fn engine_and_workers(server: &Server, out: &mut Out) {
             out.put(name, C, help, &[("worker", &w)], Value::Int(v));
         }
     }
+    observe(server, out);
+}
+
+/// The request step's measurements: latency histograms, hot keys, the slow log.
+fn observe(server: &Server, out: &mut Out) {
+    let o = &server.observe;
+    if o.latency {
+        out.add(latency_family(
+            "memcrab_request_duration_seconds",
+            "Time from a request parsed to its reply queued, by protocol, command and (reads) hit or miss.",
+            &o.latencies(),
+        ));
+    }
+    if o.hotkeys {
+        out.add(hotkeys_family(o.hotkeys()));
+    }
+    out.put(
+        "memcrab_slowlog_entries_total",
+        C,
+        "Requests that entered the slow log (-o slowlog_us), including those the ring has dropped.",
+        &[],
+        Value::Int(o.slowlog.logged()),
+    );
 }
 
 /// A Prometheus histogram family of latency series, from merged snapshots (series
-/// order as [`latency::series`]); empty series are left out. Ready for the request
-/// step's histograms.
-#[allow(dead_code)] // Called once the request step records latencies.
+/// order as [`latency::series`]); empty series are left out.
 pub fn latency_family(name: &str, help: &'static str, merged: &[Snapshot]) -> Family {
     let mut f = Family::new(name, Kind::Histogram, help);
     let les: Vec<String> = LE_SECS.iter().map(|&x| super::expo::float(x)).collect();
@@ -593,8 +620,6 @@ pub fn latency_family(name: &str, help: &'static str, merged: &[Snapshot]) -> Fa
 
 /// The hot keys as `memcrab_hotkey_estimate{kind,rank,key}` (at most
 /// [`hotkeys::TOP_K`] series per kind, keys URI-encoded as `watch` prints them).
-/// Ready for the workers' sketches.
-#[allow(dead_code)] // Called once the request step samples hot keys.
 pub fn hotkeys_family<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone) -> Family {
     let mut f = Family::new(
         "memcrab_hotkey_estimate",
@@ -713,11 +738,11 @@ mod tests {
         h.note(false, b"k\"1", 5);
         let text = encode(&[hotkeys_family([&h])], Format::Text);
         assert!(
-            text.contains("memcrab_hotkey_estimate{kind=\"reads\",rank=\"1\",key=\"k%221\"} 16\n"),
+            text.contains("memcrab_hotkey_estimate{kind=\"reads\",rank=\"1\",key=\"k%221\"} 128\n"),
             "{text}"
         );
         assert!(
-            text.contains("memcrab_hotkey_estimate{kind=\"bytes\",rank=\"1\",key=\"k%221\"} 80\n"),
+            text.contains("memcrab_hotkey_estimate{kind=\"bytes\",rank=\"1\",key=\"k%221\"} 640\n"),
             "{text}"
         );
     }

@@ -139,6 +139,17 @@ pub struct Settings {
     /// `-o metrics_listen=HOST:PORT`: where `/metrics` is served (admin/metrics/);
     /// main replaces it with the address bound. None: off.
     pub metrics_listen: Option<String>,
+    /// `-o latency=on|off`: per-command latency histograms (`stats latency`,
+    /// `/metrics`); on by default.
+    pub latency: bool,
+    /// `-o hotkeys=on|off`: sampled hot keys (`stats hotkeys`, `/metrics`); on by
+    /// default.
+    pub hotkeys: bool,
+    /// `-o slowlog_us=N`: requests taking at least N microseconds enter the slow log
+    /// (`stats slowlog`, `watch slowlog`); 0: off (the default).
+    pub slowlog_us: u64,
+    /// `-o slowlog_len=N`: slow log entries kept (the newest).
+    pub slowlog_len: usize,
 }
 
 /// `-B`'s values.
@@ -206,6 +217,10 @@ impl Default for Settings {
             users: None,
             tls: TlsSettings::default(),
             metrics_listen: None,
+            latency: true,
+            hotkeys: true,
+            slowlog_us: 0,
+            slowlog_len: crate::admin::slowlog::CAPACITY_DEFAULT,
         }
     }
 }
@@ -557,6 +572,19 @@ fn absolute(path: &str) -> String {
         .unwrap_or_else(|| path.to_string())
 }
 
+/// The most slow log entries `-o slowlog_len` keeps (each holds at most a 250-byte
+/// key and its client's address).
+pub const SLOWLOG_LEN_MAX: usize = 65_536;
+
+/// `on` or `off` (a bare name is `on`).
+fn on_off(what: &str, value: Option<&str>) -> Result<bool, String> {
+    match value {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(v) => Err(format!("{what}: \"{v}\" is neither on nor off")),
+    }
+}
+
 fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
     for opt in list.split(',').filter(|o| !o.is_empty()) {
         let (name, value) = match opt.split_once('=') {
@@ -604,6 +632,15 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 Some(v) if v.contains(':') => s.metrics_listen = Some(v.to_string()),
                 _ => return Err("-o metrics_listen: needs HOST:PORT".into()),
             },
+            "latency" => s.latency = on_off("-o latency", value)?,
+            "hotkeys" => s.hotkeys = on_off("-o hotkeys", value)?,
+            "slowlog_us" => s.slowlog_us = num("-o slowlog_us", need(name)?)?,
+            "slowlog_len" => {
+                s.slowlog_len = num("-o slowlog_len", need(name)?)?;
+                if s.slowlog_len == 0 || s.slowlog_len > SLOWLOG_LEN_MAX {
+                    return Err(format!("-o slowlog_len: 1..={SLOWLOG_LEN_MAX}"));
+                }
+            }
             _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
@@ -675,7 +712,13 @@ pub fn usage() -> String {
                           sent from item memory instead of copied (default 4096;
                           0 never; plain TCP and unix connections only);
                           metrics_listen=<host:port>: serve Prometheus' /metrics
-                          there, on a thread of its own (default off)
+                          there, on a thread of its own (default off);
+                          latency=on|off: per-command latency histograms (`stats
+                          latency`, default on); hotkeys=on|off: sampled hot keys
+                          (`stats hotkeys`, default on); slowlog_us=<us>: requests
+                          this slow or slower enter the slow log (`stats slowlog`,
+                          `watch slowlog`; default 0, off); slowlog_len=<n>: slow
+                          log entries kept (default 128)
 -Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)

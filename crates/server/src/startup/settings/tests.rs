@@ -64,6 +64,14 @@ fn getopt_forms() {
     let s = run(&["-o", "value_lend_min=2048"]).expect("ok");
     assert_eq!(s.value_lend_min, 2048);
     assert!(run(&["-o", "value_lend_min=x"]).is_err());
+    let d = run(&[]).expect("ok");
+    assert!(d.latency && d.hotkeys && d.slowlog_us == 0 && d.slowlog_len == 128);
+    let s = run(&["-o", "latency=off,hotkeys=off,slowlog_us=500,slowlog_len=4"]).expect("ok");
+    assert!(!s.latency && !s.hotkeys && s.slowlog_us == 500 && s.slowlog_len == 4);
+    assert!(run(&["-o", "latency=on,hotkeys"]).is_ok_and(|s| s.latency && s.hotkeys));
+    assert!(run(&["-o", "latency=no"]).is_err());
+    assert!(run(&["-o", "slowlog_len=0"]).is_err());
+    assert!(run(&["-o", "slowlog_us"]).is_err());
     let s = run(&["-X", "-o", "track_sizes"]).expect("ok");
     assert!(!s.dump_enabled && s.track_sizes);
     let s = run(&["--disable-dumping"]).expect("ok");
