@@ -37,7 +37,7 @@ use crate::admin::latency::{
     self, BINARY, CAS, DECR, DELETE, GAT, GET, INCR, META, OTHER, SET, TEXT, TOUCH,
 };
 use crate::admin::observe::WorkerObs;
-use crate::io::out::Out;
+use crate::out::Out;
 
 /// One request in flight: what it is, and when it started. Small, so that it stays
 /// in registers across the executor call; the key is kept only when needed.
