@@ -112,8 +112,10 @@ case("ms_errors_swallow",
 case("ms_errors_before_length",
      b"ms k\r\nmn\r\nms k x\r\nmn\r\nms k -1\r\nmn\r\nms k 2147483646\r\nmn\r\n"
      b"ms k 1 a b c d e f g h i j k l m n o p q\r\nmn\r\nms " + K251 + b" 1\r\nmn\r\n")
-case("ms_too_large", ms(b"k", b"old") + ms(b"k", b"x" * 2000, b"MA q") + b"mg k v\r\n",
-     S(b"stats\r\n"), args=("-I", "1k", "-o", "slab_chunk_max=1024"), stat_values=COUNTERS)
+# Over the default -I (1 MiB): a small -I needs a small slab_chunk_max, which 1.6.18
+# reads in bytes and 1.6.45 in kilobytes, so no one setting starts both.
+case("ms_too_large", ms(b"k", b"old") + ms(b"k", b"x" * (1024 * 1024 + 100), b"MA q") + b"mg k v\r\n",
+     S(b"stats\r\n"), stat_values=COUNTERS)
 case("ms_key_250", ms(K250, b"v", b"k") + b"mg " + K250 + b" v\r\n")
 
 # ---------------------------------------------------------------------------

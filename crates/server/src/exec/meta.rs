@@ -8,9 +8,9 @@
 //! the request; the reply is rebuilt from that in token order.
 //!
 //! Quiet mode (`q`) hides only the "nominal" reply, which differs per command as in
-//! 1.6.18: `mg` hides `EN` (a hit still answers); `ms` hides `HD`; `md` hides `HD`
-//! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA` unless the item was just
-//! created by `N`. Errors are never hidden.
+//! 1.6.45: `mg` hides `EN` (a hit still answers); `ms` hides `HD`; `md` hides `HD`
+//! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA`, also for an item just created
+//! by `N`. Errors are never hidden.
 //!
 //! The meta protocol is memcached 1.6.45's: `ms s` (stored size), `ms N` on append
 //! and prepend (autovivify), `md x` (empty the value), `mg C` (the value only when
@@ -502,9 +502,9 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
                 out.extend_from_slice(digits);
             }
             out.extend_from_slice(b"\r\n");
-            // memcached hides a successful reply under q, but not one for an item
-            // it just created.
-            if flags.quiet && !v.created {
+            // memcached 1.6.45 hides a successful reply under q, for an item it
+            // just created too (1.6.18 showed that one).
+            if flags.quiet {
                 out.truncate(start);
             }
         }
@@ -557,8 +557,9 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         let exp: i64 = if it.exptime == 0 {
             -1
         } else {
-            // memcached prints `current_time - exptime` (unsigned) with %d.
-            i64::from(now.wrapping_sub(it.exptime) as i32)
+            // memcached 1.6.45 prints `exptime - current_time` (unsigned) with %d
+            // (1.6.18 printed `current_time - exptime`).
+            i64::from(it.exptime.wrapping_sub(now) as i32)
         };
         let size =
             memcached_item_bytes(it.key.len(), it.flags, it.value.len(), settings.use_cas) as u32;
