@@ -18,8 +18,9 @@
 //! documented in docs/compatibility.md:
 //! - `k` and `me` print the key base64-encoded when *this request* used `b`;
 //!   memcached remembers per item whether it was stored with `b`.
-//! - `ma T` keeps the new TTL even when the incremented number grows longer than
-//!   the old value (1.6.18 then applies T to the replaced item, losing it).
+//! - `ma T` keeps the new TTL, and `ma E` the new unique, even when the incremented
+//!   number grows longer than the old value (memcached then applies both to the
+//!   item it replaced: the TTL is lost, the item keeps a counter unique).
 //! - `me`'s `cls` is computed from memcached's default slab classes for the item's
 //!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
 
@@ -374,8 +375,8 @@ fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> 
 /// `md x` (memcached 1.6.27's `process_mdelete_command` with `remove_val`): the
 /// item's value is replaced by an empty one that keeps its CAS unique (or takes
 /// `E`'s), with the request's `F` flags and `T` TTL (none without `T`); with `I` that
-/// item is then marked stale as a plain `md I` marks it. Counts as a delete hit
-/// (without `I`) or miss, as memcached's. The replacement is a CAS store of the unique
+/// item is then marked stale as a plain `md I` marks it (`HD` even when that TTL has
+/// passed). Counts as a delete hit (without `I`) or miss, as memcached's. The replacement is a CAS store of the unique
 /// just read, so a write in between makes it answer `NS`, memcached's answer when its
 /// store fails; under `-C` (no uniques) it is a replace.
 fn empty_value(
@@ -419,22 +420,17 @@ fn empty_value(
                 .store(mode, kbytes, flags.client_flags, exptime, b"", &opts)
             {
                 StoreResult::Stored(_) if flags.invalidate => {
-                    let d = Delete {
-                        key: kbytes,
-                        opts: DeleteOpts {
-                            compare_cas: None,
-                            invalidate: true,
-                            touch: flags.ttl.map(|t| rel(cx, t)),
-                            new_cas: flags.new_cas,
-                        },
-                        watched_as: Some(DeleteCmd::Md),
-                        prefix: false,
-                        cas_mismatch_misses: true,
+                    // memcached marks the item it just stored, even one whose TTL
+                    // has already passed (then this finds nothing), counting and
+                    // logging nothing, and answers HD.
+                    let opts = DeleteOpts {
+                        compare_cas: None,
+                        invalidate: true,
+                        touch: flags.ttl.map(|t| rel(cx, t)),
+                        new_cas: flags.new_cas,
                     };
-                    match delete::delete(cx, &d) {
-                        DeleteResult::NotFound => b"NF",
-                        _ => b"HD",
-                    }
+                    cx.engine.delete(kbytes, &opts);
+                    b"HD"
                 }
                 StoreResult::Stored(_) => {
                     cx.counters.delete_hits.incr();
