@@ -124,6 +124,11 @@ case("md_flags", b"md k\r\nmd k q\r\nmd k k Oab\r\n" + ms(b"k", b"v") + b"mg k c
      b"md k C<cas#1>1 Oab k\r\nmd k C0\r\nmd k T30 q\r\nmn\r\nmg k\r\n",
      S(b"stats\r\n"), stat_values=COUNTERS)
 case("md_compare_match", ms(b"k", b"v") + b"mg k c\r\n", b"md k C<cas#1> k\r\nmg k\r\n")
+# 1.6.45's md x with I stores the empty item and marks it stale, answering HD even
+# when its new TTL has already passed (found by the differential fuzzer).
+case("md_x_invalidate_expired",
+     ms(b"k", b"v") + b"md k x I T-1\r\nmg k v\r\n" + ms(b"k", b"v") + b"md k x I T-1 q\r\nmn\r\n"
+     + ms(b"k", b"v") + b"md k x T-1 k\r\nmg k\r\n")
 
 # ---------------------------------------------------------------------------
 # stale-while-revalidate (protocol.txt): md I, W/X/Z, ms I with an older CAS
@@ -192,6 +197,13 @@ case("me_debug",
 
 # ---------------------------------------------------------------------------
 # errors
+# 1.6.45 splits a meta line with mcmc's tokenizer: a flag token that starts with
+# neither a letter (A to z, so `[` to `` ` `` too) nor a digit refuses the line, with
+# no data block swallowed; 20 tokens are allowed; no key is a bad line, not ERROR.
+case("tokenizer",
+     b"mg k v !\r\nmg k _\r\nmg k 5\r\nmg k ~\r\nmd k {\r\nma k \x80\r\nme k !\r\n"
+     b"ms k 2 T1 -\r\nmn\r\nms k 2 v v\r\nmn\r\nms\r\nmd\r\nma  \r\n mg k\r\nmg\tk\r\n"
+     b"mg k v v v v v v v v v v v v v v v v v v\r\nmg k v v v v v v v v v v v v v v v v v\r\n")
 case("errors",
      b"mx k\r\nmg\r\nms\r\nmd\r\nma\r\nme\r\n"
      b"mg " + K251 + b"\r\nmd " + K251 + b"\r\nma " + K251 + b"\r\nme " + K251 + b"\r\n"

@@ -197,6 +197,20 @@ fn md_flags_and_quiet() {
 /// protocol.txt "Stale-while-revalidate": md I marks stale; the first fetch wins
 /// (W) and sees X; later fetches see Z; an older-CAS ms I stores but stays stale; a
 /// matching CAS store makes the item fresh again.
+/// `md x I` stores the empty item and marks it stale: `HD` even when its new TTL
+/// has already passed (then nothing is left to read). Found by the differential
+/// fuzzer.
+#[test]
+fn md_empty_and_invalidate_with_a_past_ttl() {
+    let (_s, mut c) = server();
+    c.call(&ms("k", b"v", ""), b"HD\r\n");
+    c.call(b"md k x I T-1 k\r\nmg k v\r\n", b"HD kk\r\nEN\r\n");
+    c.call(&ms("k", b"v", ""), b"HD\r\n");
+    c.call(b"md k x I T-1 q\r\nmn\r\n", b"MN\r\n");
+    c.call(&ms("k", b"v", ""), b"HD\r\n");
+    c.call(b"md k x T-1\r\nmg k\r\n", b"HD\r\nEN\r\n");
+}
+
 #[test]
 fn stale_while_revalidate() {
     let (_s, mut c) = server();

@@ -145,10 +145,14 @@ impl Gen {
                 0 => out.push(Flag::Text(
                     self.pick(&["v", "k", "q", "c", "t", "s"]).to_string(),
                 )),
-                // An unknown letter or a byte memcached calls a duplicate.
+                // An unknown letter, or a byte 1.6.45's tokenizer refuses the line
+                // for (1.6.18: a duplicate or unknown flag); a digit or one of
+                // ``[\]^_` `` is an unknown flag to both.
                 1 => out.push(Flag::Text(
-                    self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "w"])
-                        .to_string(),
+                    self.pick(&[
+                        "z", "a", "!", "\u{7f}", "Y", "e", "w", "5", "[", "_x", "{", "~",
+                    ])
+                    .to_string(),
                 )),
                 2 => out.push(Flag::Text(format!("O{}", self.opaque(true)))),
                 3 => {
