@@ -102,11 +102,19 @@ pub const AVOIDED: &[Avoided] = &[
               Features), and they are sent only to an oracle that new (`scripts/diff-fuzz \
               --debian` runs Debian's 1.6.18): `E` (explicit new unique), `ms` with `s` \
               (stored size), `ms` append/prepend with `N` (autovivify), `md` with `x` \
-              (empty the value) and `x` as an unknown flag, `mg` with `C` (compare), `F` \
+              (empty the value) and `x` as an unknown flag, `mg` with `C` (compare), `ma` \
+              with `q` and `N` (1.6.45 hides the reply for the item it created), `me` \
+              (1.6.18 prints a TTL's negative as `exp=`), `F` \
               over 2^32-1 (refused, where 1.6.18 wrapped it), flag numbers with `+`, a \
               lone `-` or over 2^31-1 in `T`, `N` or `R` (1.6.45 reads digits only, `-` \
               as 0, and checks the range), and `M` tokens other than two bytes (1.6.45 \
               reads the byte after `M`)",
+    },
+    Avoided {
+        what: "malformed text and meta requests, against 1.6.18",
+        why: "memcached 1.6.45 rewrote how malformed text lines are answered (which \
+              are ERROR or CLIENT_ERROR, what is swallowed), and memcrab follows it: \
+              against an older oracle only well-formed text and meta requests are sent",
     },
     Avoided {
         what: "`ma` with `T` or `E`",

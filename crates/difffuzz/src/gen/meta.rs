@@ -39,6 +39,8 @@ impl Gen {
                 let l: &[u8] = if bad { b"mn foo bar\r\n" } else { b"mn\r\n" };
                 Gen1::new("meta.mn", vec![lit(l.to_vec())], bad)
             }
+            // 1.6.18's `me` prints a TTL's negative (see AVOIDED).
+            _ if !self.cfg.today => self.mg(scope, bad),
             _ => self.me(scope, bad),
         }
     }
@@ -362,7 +364,15 @@ impl Gen {
             &["C", "N", "J", "D", "Mma", "O", "q", "t", "c", "v", "k"],
             &["x"],
         );
-        let flags = self.flags(&menu, scope, bad);
+        let mut flags = self.flags(&menu, scope, bad);
+        if !self.cfg.today
+            && flags
+                .iter()
+                .any(|f| matches!(f, Flag::Text(t) if t.starts_with('N')))
+        {
+            // 1.6.45's q hides the reply for an item N created (see AVOIDED).
+            flags.retain(|f| !matches!(f, Flag::Text(t) if t == "q"));
+        }
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;
         if bad && self.chance(0.3) {

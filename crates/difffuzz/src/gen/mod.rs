@@ -255,12 +255,15 @@ impl Gen {
             self.req_new_segment = false;
             // A new connection's first byte picks its protocol: keep it well formed.
             let valid_only = fresh && i == 0;
+            // memcrab answers malformed text and meta lines as 1.6.45 does: an
+            // older oracle gets well-formed ones only (see AVOIDED).
+            let text_valid_only = valid_only || !self.cfg.today;
             let g = loop {
                 let g = match proto {
                     Proto::Text if self.cfg.meta_only || self.rng.random_bool(0.4) => {
-                        self.meta(scope, valid_only)
+                        self.meta(scope, text_valid_only)
                     }
-                    Proto::Text => self.text(scope, valid_only),
+                    Proto::Text => self.text(scope, text_valid_only),
                     Proto::Binary => self.binary(scope, valid_only),
                 };
                 if proto == Proto::Binary || !has_ambiguous_line(&g.req) {
@@ -383,10 +386,11 @@ impl Gen {
         self.pick(RECACHE).to_string()
     }
 
-    /// A decimal number, sometimes in a form strtoul also takes (`+n`, `0n`).
+    /// A decimal number, sometimes in a form strtoul also takes (`+n`, `0n`; 1.6.45
+    /// reads lengths with mcmc's converters and refuses `+n`, so only it gets that).
     fn num(&mut self, n: u64) -> String {
         match self.rng.random_range(0..40) {
-            0 => format!("+{n}"),
+            0 if self.cfg.today => format!("+{n}"),
             1 => format!("00{n}"),
             _ => n.to_string(),
         }
