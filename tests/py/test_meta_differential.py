@@ -1,5 +1,7 @@
 """Differential tests of the meta commands (mg ms md ma mn me): memcrab must
-answer every conversation here byte for byte as memcached 1.6.18 does.
+answer every conversation here byte for byte as memcached 1.6.45 does (run with
+MEMCACHED_BIN pointing at it; several cases pin what changed since 1.6.18, which
+answers them differently).
 
 Same harness as test_differential.py (differential.py): fresh servers per case,
 the same bytes to both, CAS uniques masked (meta `c<cas>` flags and `me`'s
@@ -8,9 +10,9 @@ back (`t`, `me`'s exp/la) always travel in one chunk, so both servers read them
 within the same clock second.
 
 Not compared here, because memcrab differs on purpose (crates/server/tests/meta.rs
-checks both sides): the `E` flag (newer than 1.6.18), and keys echoed by `k`/`me`
-for an item stored base64 but fetched without `b` (memcached remembers the
-encoding per item, memcrab follows the request).
+checks both sides): keys echoed by `k`/`me` for an item stored base64 but fetched
+without `b` (memcached remembers the encoding per item, memcrab follows the
+request).
 """
 
 from __future__ import annotations
@@ -124,6 +126,10 @@ case("md_flags", b"md k\r\nmd k q\r\nmd k k Oab\r\n" + ms(b"k", b"v") + b"mg k c
      b"md k C<cas#1>1 Oab k\r\nmd k C0\r\nmd k T30 q\r\nmn\r\nmg k\r\n",
      S(b"stats\r\n"), stat_values=COUNTERS)
 case("md_compare_match", ms(b"k", b"v") + b"mg k c\r\n", b"md k C<cas#1> k\r\nmg k\r\n")
+# 1.6.27's E: the item takes the unique the client gives (ms, md I, mg N, ma N).
+case("explicit_cas",
+     ms(b"k", b"v", b"E77 c") + b"mg k c v\r\n" + ms(b"k", b"w", b"C77 E78 c")
+     + b"md k I E90\r\nmg k c\r\nmg viv N30 E5 c\r\nma n N0 J1 E6 c\r\nmg k Ex\r\n")
 # 1.6.45's md x with I stores the empty item and marks it stale, answering HD even
 # when its new TTL has already passed (found by the differential fuzzer).
 case("md_x_invalidate_expired",
