@@ -76,7 +76,15 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             Flow::Next
         }
         Meta::Debug { key } => debug(&key, cx, out),
-        Meta::Fail { reply, swallow } => {
+        Meta::Fail {
+            reply,
+            swallow,
+            set_cmd,
+        } => {
+            if set_cmd {
+                // memcached counted the set when it allocated the item.
+                cx.counters.cmd_set.incr();
+            }
             out.extend_from_slice(reply);
             if swallow > 0 {
                 Flow::Swallow(swallow)

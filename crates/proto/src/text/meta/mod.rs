@@ -194,10 +194,13 @@ pub enum Meta<'a> {
     /// `me <key> [b]`.
     Debug { key: Key<'a> },
     /// A refused request: send `reply` (never suppressed by `q`), then discard
-    /// `swallow` bytes after the line (an `ms` data block).
+    /// `swallow` bytes after the line (an `ms` data block). `set_cmd`: an `ms` that
+    /// memcached refused only after allocating its item (an opaque over 32 bytes),
+    /// which counts as a set command (`cmd_set`).
     Fail {
         reply: &'static [u8],
         swallow: usize,
+        set_cmd: bool,
     },
 }
 
@@ -243,7 +246,16 @@ pub(crate) enum Parsed<'a> {
 /// a length that `mcmc_tokto32` reads as 0 to `INT_MAX - 2`), answers `CLIENT_ERROR bad
 /// command line format` and swallows nothing.
 pub(crate) fn parse<'a>(line: &'a [u8], after: &'a [u8], cfg: &Config) -> Parsed<'a> {
-    let fail = |reply: &'static [u8]| Parsed::Request(Meta::Fail { reply, swallow: 0 }, 0);
+    let fail = |reply: &'static [u8]| {
+        Parsed::Request(
+            Meta::Fail {
+                reply,
+                swallow: 0,
+                set_cmd: false,
+            },
+            0,
+        )
+    };
     let ok = |m: Meta<'a>| Parsed::Request(m, 0);
     // memcached takes the command as the bytes before the first space: a line that
     // starts with a space has no command.
@@ -307,6 +319,7 @@ fn debug<'a>(toks: &[&'a [u8]]) -> Parsed<'a> {
         Meta::Fail {
             reply: errors::BAD_FORMAT,
             swallow: 0,
+            set_cmd: false,
         },
         0,
     );
@@ -335,15 +348,17 @@ fn set<'a>(
     cfg: &Config,
 ) -> Parsed<'a> {
     let total = vlen + 2;
-    let fail = |reply: &'static [u8]| {
+    let refuse = |reply: &'static [u8], set_cmd: bool| {
         Parsed::Request(
             Meta::Fail {
                 reply,
                 swallow: total,
+                set_cmd,
             },
             0,
         )
     };
+    let fail = |reply: &'static [u8]| refuse(reply, false);
     let (key, flags) = match preparse(line, t, 3) {
         Ok(kf) => kf,
         Err(e) => return fail(e),
@@ -373,7 +388,7 @@ fn set<'a>(
         );
     }
     if flags.opaque_too_long() {
-        return fail(errors::OPAQUE_TOO_LONG);
+        return refuse(errors::OPAQUE_TOO_LONG, true);
     }
     if after.len() < total {
         return Parsed::NeedData;

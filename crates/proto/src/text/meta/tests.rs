@@ -10,7 +10,7 @@ fn meta(input: &[u8]) -> (Meta<'_>, usize) {
 
 fn fail(input: &[u8]) -> (&'static [u8], usize) {
     match meta(input).0 {
-        Meta::Fail { reply, swallow } => (reply, swallow),
+        Meta::Fail { reply, swallow, .. } => (reply, swallow),
         other => panic!("{:?}: {other:?}", String::from_utf8_lossy(input)),
     }
 }
