@@ -35,7 +35,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::gen::{Gen, GenConfig};
-use crate::servers::{configs, Config};
+use crate::servers::{configs, Config, Release};
 use crate::session::{first_differing_line, Difference, Opts, Session};
 use crate::trace::Trace;
 
@@ -52,7 +52,8 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct ServerArgs {
-    /// The oracle.
+    /// The oracle (scripts/diff-fuzz passes memcached 1.6.45 where it is built,
+    /// Debian's 1.6.18 with --debian). Its release (`-V`) decides what is sent.
     #[arg(long, default_value = "/usr/bin/memcached")]
     memcached: PathBuf,
     /// The server under test.
@@ -67,13 +68,14 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
-    fn opts(&self) -> Opts {
-        Opts {
+    fn opts(&self) -> Result<Opts> {
+        Ok(Opts {
+            oracle: Release::of(&self.memcached)?,
             memcached: self.memcached.clone(),
             memcrab: self.memcrab.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
             nconns: self.conns.max(1),
-        }
+        })
     }
 }
 
@@ -107,6 +109,9 @@ enum Cmd {
         /// Go on with the next seed after a difference (listing distinct ones at the end).
         #[arg(long)]
         keep_going: bool,
+        /// Send meta commands only (text connections, no classic or binary requests).
+        #[arg(long)]
+        meta_only: bool,
     },
     /// Play a trace on fresh servers and report the first difference.
     Replay {
@@ -155,8 +160,10 @@ fn run(cli: Cli) -> Result<bool> {
             out,
             shrink_seconds,
             keep_going,
+            meta_only,
         } => {
-            let all = configs();
+            let opts = servers.opts()?;
+            let all = configs(opts.oracle);
             let cfgs: Vec<Config> = cfgs
                 .iter()
                 .map(|&i| {
@@ -166,7 +173,8 @@ fn run(cli: Cli) -> Result<bool> {
                 })
                 .collect::<Result<_>>()?;
             let fuzz = Fuzz {
-                opts: servers.opts(),
+                opts,
+                meta_only,
                 cfgs,
                 rounds,
                 out,
@@ -175,8 +183,8 @@ fn run(cli: Cli) -> Result<bool> {
             fuzz.run(seeds, seed, Duration::from_secs(seconds), keep_going)
         }
         Cmd::Replay { servers, trace } => {
-            let (t, cfg) = load_trace(&trace)?;
-            let opts = servers.opts();
+            let opts = servers.opts()?;
+            let (t, cfg) = load_trace(&trace, opts.oracle)?;
             println!(
                 "replaying {} ({} rounds, config {})",
                 trace.display(),
@@ -200,8 +208,8 @@ fn run(cli: Cli) -> Result<bool> {
             seconds,
             attempts,
         } => {
-            let (t, cfg) = load_trace(&trace)?;
-            let opts = servers.opts();
+            let opts = servers.opts()?;
+            let (t, cfg) = load_trace(&trace, opts.oracle)?;
             let mut first = None;
             for _ in 0..attempts.max(1) {
                 first = shrink::replay(&opts, &cfg, &t.rounds)?;
@@ -252,7 +260,11 @@ fn run(cli: Cli) -> Result<bool> {
             Ok(true)
         }
         Cmd::Configs => {
-            for c in configs() {
+            println!(
+                "(for memcached {}; older than 1.6.24: slab_chunk_max=1024, in bytes)",
+                Release::TODAY
+            );
+            for c in configs(Release::TODAY) {
                 println!(
                     "{}: {} {}",
                     c.id,
@@ -267,6 +279,7 @@ fn run(cli: Cli) -> Result<bool> {
 
 struct Fuzz {
     opts: Opts,
+    meta_only: bool,
     cfgs: Vec<Config>,
     rounds: usize,
     out: PathBuf,
@@ -305,8 +318,9 @@ impl Fuzz {
         // Distinct differences: signature -> (seed, round, trace path).
         let mut found: BTreeMap<String, (u64, usize, PathBuf)> = BTreeMap::new();
         println!(
-            "memcrab-difffuzz: memcached {}, memcrab {}; {}",
+            "memcrab-difffuzz: memcached {} ({}), memcrab {}; {}",
             self.opts.memcached.display(),
+            self.opts.oracle,
             self.opts.memcrab.display(),
             if fixed {
                 format!("{} rounds per seed", self.rounds)
@@ -374,6 +388,8 @@ impl Fuzz {
                 item_max: cfg.item_max,
                 cas: cfg.cas,
                 nconns: self.opts.nconns,
+                today: self.opts.oracle.today(),
+                meta_only: self.meta_only,
             },
         );
         let mut history = Vec::new();
@@ -507,10 +523,10 @@ impl Fuzz {
 }
 
 /// A trace file read back, with the configuration it was recorded under.
-fn load_trace(path: &std::path::Path) -> Result<(Trace, Config)> {
+fn load_trace(path: &std::path::Path, oracle: Release) -> Result<(Trace, Config)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
     let t = trace::parse(&text)?;
-    let cfg = configs()
+    let cfg = configs(oracle)
         .get(t.config)
         .cloned()
         .with_context(|| format!("no configuration {}", t.config))?;

@@ -59,8 +59,8 @@ pub const MASKS: &[Mask] = &[
     },
     Mask {
         what: "slab classes under a non-default slab_chunk_max",
-        rule: "`me`'s `cls=` is not compared in configuration 1 (`-I 1k -o \
-               slab_chunk_max=1024`; configuration 0 compares it)",
+        rule: "`me`'s `cls=` is not compared in configuration 1 (`-I 1k` with \
+               slab_chunk_max at 1 KiB; configuration 0 compares it)",
         why: "memcrab has no slab classes: it reports the class memcached would use \
               with the default slab page and chunk size, and accepts and ignores `-o \
               slab_chunk_max` (README, Command line); memcached, which needs that \
@@ -86,11 +86,6 @@ pub struct Avoided {
 /// Everything the generator leaves out on purpose.
 pub const AVOIDED: &[Avoided] = &[
     Avoided {
-        what: "meta `E` flag",
-        why: "a documented difference: memcrab implements it, 1.6.18 answers \
-              `CLIENT_ERROR invalid flag`",
-    },
-    Avoided {
         what: "keys printed for base64 requests",
         why: "a documented difference: memcached remembers per item whether its key was \
               sent base64 (and forgets it when an increment, append or autovivify makes \
@@ -102,19 +97,30 @@ pub const AVOIDED: &[Avoided] = &[
               of those to the key itself)",
     },
     Avoided {
-        what: "meta requests whose answer changed after 1.6.18",
-        why: "a documented difference: memcrab answers them as memcached 1.6.45 does \
-              (docs/compatibility.md, Features): `ms` with `s` (stored size), `ms` \
-              append/prepend with `N` (autovivify), `md` with `x` (empty the value) \
-              and `x` as an unknown flag, `F` over 2^32-1 (refused, where 1.6.18 \
-              wrapped it), flag numbers with `+`, a lone `-` or over 2^31-1 in `T`, `N` \
-              or `R` (1.6.45 reads digits only, `-` as 0, and checks the range), and `M` tokens other than two bytes (1.6.45 \
+        what: "meta requests whose answer changed after 1.6.18, against 1.6.18",
+        why: "memcrab answers them as memcached 1.6.45 does (docs/compatibility.md, \
+              Features), and they are sent only to an oracle that new (`scripts/diff-fuzz \
+              --debian` runs Debian's 1.6.18): `E` (explicit new unique), `ms` with `s` \
+              (stored size), `ms` append/prepend with `N` (autovivify), `md` with `x` \
+              (empty the value) and `x` as an unknown flag, `mg` with `C` (compare), `ma` \
+              with `q` and `N` (1.6.45 hides the reply for the item it created), `me` \
+              (1.6.18 prints a TTL's negative as `exp=`), `F` \
+              over 2^32-1 (refused, where 1.6.18 wrapped it), flag numbers with `+`, a \
+              lone `-` or over 2^31-1 in `T`, `N` or `R` (1.6.45 reads digits only, `-` \
+              as 0, and checks the range), and `M` tokens other than two bytes (1.6.45 \
               reads the byte after `M`)",
     },
     Avoided {
-        what: "`ma` with `T`",
-        why: "a documented difference: 1.6.18 (and 1.6.45) loses the new TTL when the \
-              number grows longer",
+        what: "malformed text and meta requests, against 1.6.18",
+        why: "memcached 1.6.45 rewrote how malformed text lines are answered (which \
+              are ERROR or CLIENT_ERROR, what is swallowed), and memcrab follows it: \
+              against an older oracle only well-formed text and meta requests are sent",
+    },
+    Avoided {
+        what: "`ma` with `T` or `E`",
+        why: "a documented difference: memcached (1.6.18 and 1.6.45) applies both to the \
+              item it replaced when the number grows longer, so the new TTL is lost and \
+              the reply shows `E`'s unique where the item keeps a counter one",
     },
     Avoided {
         what: "a delayed flush_all after an immediate one",
@@ -164,16 +170,18 @@ pub const AVOIDED: &[Avoided] = &[
               drops it. In configuration 0 (-I 1m) the long key of a get comes first",
     },
     Avoided {
-        what: "`ms` with `I` and a returned unique",
+        what: "`ms` with `I` and another key's unique",
         why: "with I memcached stores a stale value when the unique is lower than the \
-              item's, and how the uniques of items written on different connections \
-              are ordered depends on the servers' scheduling: with I the unique is 0 \
-              or one never assigned",
+              item's; uniques of different keys written on different connections are \
+              ordered by the servers' scheduling (and memcrab orders each key's uniques \
+              in time, not all of them): with I the unique is one a reply returned with \
+              this key (a VALUE line, or a meta reply with `k`), 0, or one never assigned",
     },
     Avoided {
         what: "made-up CAS uniques that a server could have assigned",
         why: "a guessed unique would match an item on one server only: requests use 0, \
-              uniques the server returned, or values of 2^63 and above",
+              uniques the server returned, or values of 2^63 and above (`E` sets \
+              uniques from those too)",
     },
     Avoided {
         what: "background LRU threads",
@@ -211,10 +219,13 @@ pub const AVOIDED: &[Avoided] = &[
     },
 ];
 
-/// Each server's CAS uniques, numbered in the order they were first seen.
+/// Each server's CAS uniques, numbered in the order they were first seen, and the
+/// key each was seen with (a VALUE line, or a meta reply that echoed its key with
+/// `k`), where a reply said.
 #[derive(Default, Debug)]
 pub struct CasMap {
     values: Vec<u64>,
+    keys: Vec<Option<Vec<u8>>>,
     index: HashMap<u64, usize>,
 }
 
@@ -223,11 +234,24 @@ impl CasMap {
         &self.values
     }
 
+    /// The key each unique was seen with, by number (`None`: not said).
+    pub fn keys(&self) -> &[Option<Vec<u8>>] {
+        &self.keys
+    }
+
     /// Forgets the uniques numbered `n` and above (seen by one server only, in
     /// replies the other dropped at a close).
     pub fn truncate(&mut self, n: usize) {
+        self.keys.truncate(n);
         for v in self.values.drain(n.min(self.values.len())..) {
             self.index.remove(&v);
+        }
+    }
+
+    /// Notes that unique `tok` (a number already named) was `key`'s.
+    fn note_key(&mut self, tok: &[u8], key: &[u8]) {
+        if let Some(&i) = parse::<u64>(tok).and_then(|v| self.index.get(&v)) {
+            self.keys[i] = Some(key.to_vec());
         }
     }
 
@@ -240,6 +264,7 @@ impl CasMap {
         let i = *self.index.entry(v).or_insert(n);
         if i == n {
             self.values.push(v);
+            self.keys.push(None);
         }
         format!("<cas#{i}>")
     }
@@ -320,6 +345,7 @@ fn mask_text(bytes: &[u8], cas: &mut CasMap, m: &mut Masked, exact_cls: bool) {
                 if let Some(c) = toks.get(4) {
                     out.push(b' ');
                     out.extend_from_slice(&cas.name_token(c));
+                    cas.note_key(c, toks[1]);
                 }
                 data = parse::<usize>(toks[3]);
             }
@@ -333,6 +359,11 @@ fn mask_text(bytes: &[u8], cas: &mut CasMap, m: &mut Masked, exact_cls: bool) {
                         continue;
                     }
                     mask_meta_flag(t, cas, out, &mut m.ttls);
+                }
+                // A unique with its key (not a base64 one: `b` follows it).
+                let flag = |f: u8| toks[1..].iter().find_map(|t| t.strip_prefix(&[f][..]));
+                if let (Some(c), Some(k), None) = (flag(b'c'), flag(b'k'), flag(b'b')) {
+                    cas.note_key(c, k);
                 }
             }
             b"ME" if toks.len() >= 2 => {

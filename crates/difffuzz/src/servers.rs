@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use memcrab_testkit::{Launch, Listen, User};
 
 /// A server configuration both servers run with.
@@ -28,6 +28,54 @@ pub struct Config {
     pub cas: bool,
 }
 
+/// The oracle's release, as `memcached -V` prints it (`memcached 1.6.45`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release(pub u32, pub u32, pub u32);
+
+impl Release {
+    /// The release memcrab implements: what changed after 1.6.18 is sent only to an
+    /// oracle this new (see `mask::AVOIDED`).
+    pub const TODAY: Release = Release(1, 6, 45);
+
+    /// Runs `bin -V`.
+    pub fn of(bin: &Path) -> Result<Release> {
+        let out = std::process::Command::new(bin)
+            .arg("-V")
+            .output()
+            .with_context(|| format!("run {} -V", bin.display()))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("{} -V printed {text:?}", bin.display()))?;
+        let n: Vec<u32> = version
+            .split(|c: char| !c.is_ascii_digit())
+            .take(3)
+            .map(|p| p.parse().unwrap_or(0))
+            .collect();
+        match n[..] {
+            [a, b, c] => Ok(Release(a, b, c)),
+            _ => bail!("{}: no release in {text:?}", bin.display()),
+        }
+    }
+
+    /// Whether the oracle answers as memcrab's release does.
+    pub fn today(self) -> bool {
+        self >= Release::TODAY
+    }
+
+    /// memcached 1.6.24 reads `-o slab_chunk_max` in kilobytes (before: bytes).
+    fn chunk_max_in_kb(self) -> bool {
+        self >= Release(1, 6, 24)
+    }
+}
+
+impl std::fmt::Display for Release {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
 /// The configurations, by id: the default `-I` with memory to spare (values up to
 /// 1 MB on a dozen keys would make either server evict at `-m 64`: memcached gives
 /// every slab class in use a page of its own), and a small `-I` without CAS and a
@@ -38,8 +86,14 @@ pub struct Config {
 /// memcached rewrites an incremented number in place (padding it with spaces,
 /// keeping the item's flags) only while nobody else holds the item, so with them
 /// running `decr` answers the same but leaves `"9 "` or `"9"` at random (see
-/// `mask::AVOIDED`).
-pub fn configs() -> Vec<Config> {
+/// `mask::AVOIDED`). The small `-I` needs a slab_chunk_max no larger, which the
+/// oracle's release reads in bytes or kilobytes.
+pub fn configs(oracle: Release) -> Vec<Config> {
+    let chunk_max = if oracle.chunk_max_in_kb() {
+        "slab_chunk_max=1,no_lru_crawler,no_lru_maintainer"
+    } else {
+        "slab_chunk_max=1024,no_lru_crawler,no_lru_maintainer"
+    };
     let c = |id, args: &[&str], item_max| Config {
         id,
         args: args.iter().map(|s| s.to_string()).collect(),
@@ -64,17 +118,7 @@ pub fn configs() -> Vec<Config> {
         c(
             1,
             &[
-                "-t",
-                "1",
-                "-m",
-                "64",
-                "-I",
-                "1k",
-                "-o",
-                "slab_chunk_max=1024,no_lru_crawler,no_lru_maintainer",
-                "-C",
-                "-R",
-                "3",
+                "-t", "1", "-m", "64", "-I", "1k", "-o", chunk_max, "-C", "-R", "3",
             ],
             1024,
         ),

@@ -17,12 +17,14 @@ use crate::exec::{ConnReply, End, Target};
 use crate::gen::View;
 use crate::mask::{mask, Masked, TTL_TOLERANCE};
 use crate::plan::{Proto, Request, Round};
-use crate::servers::{Config, Server};
+use crate::servers::{Config, Release, Server};
 
 /// Where the two servers' binaries are and how long a reply may take.
 #[derive(Clone, Debug)]
 pub struct Opts {
     pub memcached: PathBuf,
+    /// The oracle's release (`memcached -V`).
+    pub oracle: Release,
     pub memcrab: PathBuf,
     pub timeout: Duration,
     pub nconns: usize,
@@ -75,6 +77,7 @@ impl Session {
             view: View {
                 open: vec![None; opts.nconns],
                 cas_seen: 0,
+                cas_keys: Vec::new(),
             },
             bytes_sent: 0,
             exact_cls: !cfg.args.iter().any(|a| a.contains("slab_chunk_max")),
@@ -113,6 +116,8 @@ impl Session {
         a.cas.truncate(n);
         b.cas.truncate(n);
         self.view.cas_seen = n;
+        // While the servers agree, memcached's replies said what memcrab's did.
+        self.view.cas_keys = a.cas.keys().to_vec();
         diff
     }
 

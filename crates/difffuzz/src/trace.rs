@@ -252,11 +252,14 @@ mod tests {
                 item_max: 1024 * 1024,
                 cas: true,
                 nconns: 3,
+                today: true,
+                meta_only: false,
             },
         );
         let view = View {
             open: vec![None; 3],
             cas_seen: 4,
+            cas_keys: Vec::new(),
         };
         let t = Trace {
             config: 1,

@@ -40,7 +40,9 @@
 //!   │   ├── meta/
 //!   │   │   ├── mod.rs     meta::parse (returns Parsed), Meta, Flags, SetMode, the
 //!   │   │   │              error lines
-//!   │   │   │                  ──► token, config, text's reply, key, num, memcrab_limits
+//!   │   │   │                  ──► tokens, token, config, text's reply, key, num,
+//!   │   │   │                      memcrab_limits
+//!   │   │   ├── tokens.rs  the line split as mcmc splits it (MetaTokens); imports nothing
 //!   │   │   ├── key.rs     Key (plain or base64), base64 codec, NotBase64
 //!   │   │   │                  ──► memcrab_limits (DECODED_KEY_MAX)
 //!   │   │   ├── reply.rs   reply pieces (` c<cas>`, ` k<key>`, ` t<ttl>`)  ──► key

@@ -331,10 +331,11 @@ fn encode_meta(m: &Meta<'_>, out: &mut Vec<u8>) -> bool {
             mc::ma(out, key.raw(), &flags.tokens().collect::<Vec<_>>())
         }
         Meta::Noop => mc::mn(out),
+        // memcached 1.6.45 decodes an `me` key only when a token follows the `b`.
         Meta::Debug { key } if key.is_binary() => {
             out.extend_from_slice(b"me ");
             out.extend_from_slice(key.raw());
-            out.extend_from_slice(b" b\r\n");
+            out.extend_from_slice(b" b b\r\n");
         }
         Meta::Debug { key } => mc::me(out, key.raw()),
         Meta::SetTooLarge { .. } | Meta::SetBadChunk | Meta::Fail { .. } => return false,

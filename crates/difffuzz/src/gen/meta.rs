@@ -1,5 +1,8 @@
 //! Meta commands (`mg ms md ma mn me`): random flag sets in random order, base64
-//! keys, quiet mode, opaques; malformed flags, keys and lengths.
+//! keys, quiet mode, opaques; malformed flags, keys and lengths. Against memcached
+//! 1.6.45 (`GenConfig::today`) also what changed after 1.6.18: `E`, `ms s`, `ms N`
+//! on append/prepend, `md x`, `mg C` with `v`, and the flag tokens 1.6.45 reads
+//! differently; and `ms I` with a unique the same key was returned with.
 
 use memcrab_proto::text::meta::base64_encode;
 use rand::seq::SliceRandom;
@@ -36,6 +39,8 @@ impl Gen {
                 let l: &[u8] = if bad { b"mn foo bar\r\n" } else { b"mn\r\n" };
                 Gen1::new("meta.mn", vec![lit(l.to_vec())], bad)
             }
+            // 1.6.18's `me` prints a TTL's negative (see AVOIDED).
+            _ if !self.cfg.today => self.mg(scope, bad),
             _ => self.me(scope, bad),
         }
     }
@@ -117,9 +122,12 @@ impl Gen {
             }
             let t = match f {
                 "O" => format!("O{}", self.opaque(false)),
+                // An explicit new unique no server assigns (see AVOIDED).
+                "E" => format!("E{}", (1u64 << 63) + self.rng.random_range(0..1000u64)),
                 "N" | "T" => format!("{f}{}", self.ttl()),
                 "R" => format!("R{}", self.recache()),
-                // Digits only: 1.6.45 refuses `+n` (see AVOIDED).
+                // Digits only for 1.6.18: 1.6.45 refuses `+n` (see AVOIDED).
+                "F" if self.cfg.today => format!("F{}", self.client_flags()),
                 "F" => format!("F{}", self.client_flags().trim_start_matches('+')),
                 "J" => format!("J{}", self.initial()),
                 "D" => format!("D{}", self.delta()),
@@ -139,18 +147,27 @@ impl Gen {
                 0 => out.push(Flag::Text(
                     self.pick(&["v", "k", "q", "c", "t", "s"]).to_string(),
                 )),
-                // An unknown letter or a byte memcached calls a duplicate.
+                // An unknown letter, or a byte 1.6.45's tokenizer refuses the line
+                // for (1.6.18: a duplicate or unknown flag); a digit or one of
+                // ``[\]^_` `` is an unknown flag to both.
                 1 => out.push(Flag::Text(
-                    self.pick(&["z", "a", "!", "\u{7f}", "Y", "e", "w"])
-                        .to_string(),
+                    self.pick(&[
+                        "z", "a", "!", "\u{7f}", "Y", "e", "w", "5", "[", "_x", "{", "~",
+                    ])
+                    .to_string(),
                 )),
                 2 => out.push(Flag::Text(format!("O{}", self.opaque(true)))),
                 3 => {
                     let f = *self.pick(&["N", "T", "R", "F", "C", "J", "D"]);
+                    let today = self.cfg.today;
                     let v = match f {
                         "J" | "D" | "C" => self.bad_u64_token(),
+                        "F" if today => self
+                            .pick(&["-1", "abc", "1.0", "4294967296", "+5", "99999999999"])
+                            .to_string(),
                         // Values over 2^32-1: see AVOIDED.
                         "F" => self.pick(&["-1", "abc", "1.0"]).to_string(),
+                        _ if today => self.bad_ttl(),
                         // A lone `-`, or over 2^31-1: see AVOIDED.
                         _ => Some(self.bad_ttl())
                             .filter(|t| t != "-" && t != "2147483648")
@@ -158,6 +175,10 @@ impl Gen {
                     };
                     out.push(Flag::Text(format!("{f}{v}")));
                 }
+                4 if self.cfg.today => out.push(Flag::Text(
+                    self.pick(&["Mx", "Ms", "Mi", "M0", "M", "MSx", "MEE", "MA+"])
+                        .to_string(),
+                )),
                 // Not `M` alone or longer than two bytes: see AVOIDED.
                 4 => out.push(Flag::Text(self.pick(&["Mx", "Ms", "Mi", "M0"]).to_string())),
                 // More tokens than memcached looks at.
@@ -221,11 +242,24 @@ impl Gen {
         flags
     }
 
+    /// `menu` and, against 1.6.45, `newer`.
+    fn menu<'a>(&self, menu: &[&'a str], newer: &[&'a str]) -> Vec<&'a str> {
+        let mut m = menu.to_vec();
+        if self.cfg.today {
+            m.extend_from_slice(newer);
+        }
+        m
+    }
+
     fn mg(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, true);
-        let menu = [
-            "c", "f", "h", "k", "l", "O", "q", "s", "t", "u", "v", "N", "R", "T", "P", "L",
-        ];
+        // 1.6.40: with `C` and `v` the value comes only when the item changed.
+        let menu = self.menu(
+            &[
+                "c", "f", "h", "k", "l", "O", "q", "s", "t", "u", "v", "N", "R", "T", "P", "L",
+            ],
+            &["C", "E", "x"],
+        );
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
         // A hit's reply holds the item until sent, value or not.
@@ -245,33 +279,49 @@ impl Gen {
     fn ms(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, false);
         let mut value = self.value();
-        let menu = [
-            "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "f", "t", "v",
-        ];
+        let menu = self.menu(
+            &[
+                "c", "C", "F", "I", "k", "O", "q", "T", "Mms", "N", "f", "t", "v", "s",
+            ],
+            &["E", "x"],
+        );
         let mut flags = self.flags(&menu, scope, bad);
-        // `s` (stored size) answers since 1.6.20: see AVOIDED.
-        flags.retain(|f| !matches!(f, Flag::Text(t) if t == "s"));
+        if !self.cfg.today {
+            // `s` (stored size) answers since 1.6.20: see AVOIDED.
+            flags.retain(|f| !matches!(f, Flag::Text(t) if t == "s"));
+        }
         let mut flags = self.key_flags(&key, flags);
         if flags
             .iter()
             .any(|f| matches!(f, Flag::Text(t) if t == "MA" || t == "MP"))
         {
             value = self.concat_safe(value);
-            // Append and prepend with N autovivify since 1.6.20: see AVOIDED.
-            flags.retain(|f| !matches!(f, Flag::Text(t) if t.starts_with('N')));
+            if !self.cfg.today {
+                // Append and prepend with N autovivify since 1.6.20: see AVOIDED.
+                flags.retain(|f| !matches!(f, Flag::Text(t) if t.starts_with('N')));
+            }
         }
         let n = pieces_len(&value);
-        // With `I`, memcached compares the unique's *order* with the item's; uniques
-        // of other items are ordered by the servers' scheduling (see AVOIDED).
+        // With `I`, memcached compares the unique's *order* with the item's: only
+        // the uniques this key was returned with are ordered the same way on both
+        // servers (other keys' depend on scheduling, see AVOIDED). Before memcrab
+        // orders a key's uniques in time, this finds that difference.
         if flags.iter().any(|f| matches!(f, Flag::Text(t) if t == "I")) {
+            let own: Vec<usize> = (0..scope.cas_seen)
+                .filter(|&i| scope.cas_keys.get(i).and_then(|k| k.as_deref()) == Some(&key.raw[..]))
+                .collect();
             for f in flags.iter_mut() {
                 if matches!(f, Flag::Cas(_, Piece::Cas(_))) {
-                    let v = if self.chance(0.5) {
-                        0
+                    *f = if !key.b && !own.is_empty() && self.chance(0.8) {
+                        Flag::Cas('C', Piece::Cas(*self.pick(&own)))
                     } else {
-                        (1u64 << 63) + self.rng.random_range(0..1000u64)
+                        let v = if self.chance(0.5) {
+                            0
+                        } else {
+                            (1u64 << 63) + self.rng.random_range(0..1000u64)
+                        };
+                        Flag::Cas('C', lit(v.to_string().into_bytes()))
                     };
-                    *f = Flag::Cas('C', lit(v.to_string().into_bytes()));
                 }
             }
         }
@@ -294,7 +344,8 @@ impl Gen {
 
     fn md(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, true);
-        let menu = ["C", "I", "k", "O", "q", "T"];
+        // 1.6.27: `x` empties the value (with `I`, a stale tombstone); `E`.
+        let menu = self.menu(&["C", "I", "k", "O", "q", "T"], &["x", "E", "F"]);
         let flags = self.flags(&menu, scope, bad);
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;
@@ -308,8 +359,20 @@ impl Gen {
     fn ma(&mut self, scope: &Scope, bad: bool) -> Gen1 {
         let key = self.meta_key(scope, false);
         self.increments(&key.raw);
-        let menu = ["C", "N", "J", "D", "Mma", "O", "q", "t", "c", "v", "k"];
-        let flags = self.flags(&menu, scope, bad);
+        // Not `E`: see AVOIDED (`ma` with `T` or `E`).
+        let menu = self.menu(
+            &["C", "N", "J", "D", "Mma", "O", "q", "t", "c", "v", "k"],
+            &["x"],
+        );
+        let mut flags = self.flags(&menu, scope, bad);
+        if !self.cfg.today
+            && flags
+                .iter()
+                .any(|f| matches!(f, Flag::Text(t) if t.starts_with('N')))
+        {
+            // 1.6.45's q hides the reply for an item N created (see AVOIDED).
+            flags.retain(|f| !matches!(f, Flag::Text(t) if t == "q"));
+        }
         let mut flags = self.key_flags(&key, flags);
         let mut token = key.token;
         if bad && self.chance(0.3) {

@@ -33,6 +33,11 @@ pub struct GenConfig {
     /// the second it runs in, so flushes are not sent.
     pub cas: bool,
     pub nconns: usize,
+    /// The oracle is memcached 1.6.45 (or newer): what changed after 1.6.18 is sent
+    /// (see `mask::AVOIDED`).
+    pub today: bool,
+    /// Meta commands only (on text connections): `run --meta-only`.
+    pub meta_only: bool,
 }
 
 /// What the servers have told so far (the same for both while they agree).
@@ -42,6 +47,8 @@ pub struct View {
     pub open: Vec<Option<Proto>>,
     /// Distinct CAS uniques returned so far.
     pub cas_seen: usize,
+    /// The key each unique was returned with, by number, where a reply said.
+    pub cas_keys: Vec<Option<Vec<u8>>>,
 }
 
 /// Relative TTLs far beyond any run, and expiry values whose meaning does not
@@ -153,6 +160,8 @@ pub struct Scope {
     /// `GenConfig::cas`).
     flush_ok: bool,
     cas_seen: usize,
+    /// `View::cas_keys`.
+    cas_keys: Vec<Option<Vec<u8>>>,
 }
 
 pub struct Gen {
@@ -215,12 +224,13 @@ impl Gen {
                 ),
                 flush_ok: solo && self.cfg.cas,
                 cas_seen: view.cas_seen,
+                cas_keys: view.cas_keys.clone(),
             };
             let open = view.open.get(conn).copied().flatten();
             let reconnect = open.is_none() || self.rng.random_bool(0.03);
             let proto = match (reconnect, open) {
                 (false, Some(p)) => p,
-                _ if self.rng.random_bool(0.3) => Proto::Binary,
+                _ if !self.cfg.meta_only && self.rng.random_bool(0.3) => Proto::Binary,
                 _ => Proto::Text,
             };
             conns.push(self.conn_round(conn, proto, reconnect, &scope));
@@ -245,10 +255,15 @@ impl Gen {
             self.req_new_segment = false;
             // A new connection's first byte picks its protocol: keep it well formed.
             let valid_only = fresh && i == 0;
+            // memcrab answers malformed text and meta lines as 1.6.45 does: an
+            // older oracle gets well-formed ones only (see AVOIDED).
+            let text_valid_only = valid_only || !self.cfg.today;
             let g = loop {
                 let g = match proto {
-                    Proto::Text if self.rng.random_bool(0.4) => self.meta(scope, valid_only),
-                    Proto::Text => self.text(scope, valid_only),
+                    Proto::Text if self.cfg.meta_only || self.rng.random_bool(0.4) => {
+                        self.meta(scope, text_valid_only)
+                    }
+                    Proto::Text => self.text(scope, text_valid_only),
                     Proto::Binary => self.binary(scope, valid_only),
                 };
                 if proto == Proto::Binary || !has_ambiguous_line(&g.req) {
@@ -371,10 +386,11 @@ impl Gen {
         self.pick(RECACHE).to_string()
     }
 
-    /// A decimal number, sometimes in a form strtoul also takes (`+n`, `0n`).
+    /// A decimal number, sometimes in a form strtoul also takes (`+n`, `0n`; 1.6.45
+    /// reads lengths with mcmc's converters and refuses `+n`, so only it gets that).
     fn num(&mut self, n: u64) -> String {
         match self.rng.random_range(0..40) {
-            0 => format!("+{n}"),
+            0 if self.cfg.today => format!("+{n}"),
             1 => format!("00{n}"),
             _ => n.to_string(),
         }
@@ -613,6 +629,7 @@ mod tests {
         View {
             open: vec![None; 3],
             cas_seen: 0,
+            cas_keys: Vec::new(),
         }
     }
 
@@ -622,6 +639,8 @@ mod tests {
             item_max: 1024 * 1024,
             cas: true,
             nconns: 3,
+            today: true,
+            meta_only: false,
         };
         let mut a = Gen::new(9, cfg);
         let mut b = Gen::new(9, cfg);
@@ -639,6 +658,8 @@ mod tests {
             item_max: 1024 * 1024,
             cas: true,
             nconns: 3,
+            today: true,
+            meta_only: false,
         };
         let mut g = Gen::new(1, cfg);
         for _ in 0..200 {
@@ -683,6 +704,8 @@ mod tests {
             item_max: 1024 * 1024,
             cas: true,
             nconns: 3,
+            today: true,
+            meta_only: false,
         };
         let mut g = Gen::new(2, cfg);
         let mut seen = 0;
@@ -727,6 +750,8 @@ mod tests {
             item_max: 1024 * 1024,
             cas: true,
             nconns: 3,
+            today: true,
+            meta_only: false,
         };
         let mut g = Gen::new(3, cfg);
         for _ in 0..20_000 {

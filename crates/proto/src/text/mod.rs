@@ -140,7 +140,7 @@ fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -
             noreply: t.noreply(),
         }))),
         // Meta commands are all two bytes long and start with `m`.
-        _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, t, after, cfg) {
+        _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, after, cfg) {
             meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
             meta::Parsed::UnknownCommand => Done(Err(Error::UnknownCommand)),
             meta::Parsed::NeedData => Line::NeedData,

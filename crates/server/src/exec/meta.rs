@@ -8,9 +8,9 @@
 //! the request; the reply is rebuilt from that in token order.
 //!
 //! Quiet mode (`q`) hides only the "nominal" reply, which differs per command as in
-//! 1.6.18: `mg` hides `EN` (a hit still answers); `ms` hides `HD`; `md` hides `HD`
-//! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA` unless the item was just
-//! created by `N`. Errors are never hidden.
+//! 1.6.45: `mg` hides `EN` (a hit still answers); `ms` hides `HD`; `md` hides `HD`
+//! (not `NF`/`EX`); `ma` hides a successful `HD`/`VA`, also for an item just created
+//! by `N`. Errors are never hidden.
 //!
 //! The meta protocol is memcached 1.6.45's: `ms s` (stored size), `ms N` on append
 //! and prepend (autovivify), `md x` (empty the value), `mg C` (the value only when
@@ -18,8 +18,9 @@
 //! documented in docs/compatibility.md:
 //! - `k` and `me` print the key base64-encoded when *this request* used `b`;
 //!   memcached remembers per item whether it was stored with `b`.
-//! - `ma T` keeps the new TTL even when the incremented number grows longer than
-//!   the old value (1.6.18 then applies T to the replaced item, losing it).
+//! - `ma T` keeps the new TTL, and `ma E` the new unique, even when the incremented
+//!   number grows longer than the old value (memcached then applies both to the
+//!   item it replaced: the TTL is lost, the item keeps a counter unique).
 //! - `me`'s `cls` is computed from memcached's default slab classes for the item's
 //!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
 
@@ -75,7 +76,15 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             Flow::Next
         }
         Meta::Debug { key } => debug(&key, cx, out),
-        Meta::Fail { reply, swallow } => {
+        Meta::Fail {
+            reply,
+            swallow,
+            set_cmd,
+        } => {
+            if set_cmd {
+                // memcached counted the set when it allocated the item.
+                cx.counters.cmd_set.incr();
+            }
             out.extend_from_slice(reply);
             if swallow > 0 {
                 Flow::Swallow(swallow)
@@ -374,8 +383,8 @@ fn delete(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> 
 /// `md x` (memcached 1.6.27's `process_mdelete_command` with `remove_val`): the
 /// item's value is replaced by an empty one that keeps its CAS unique (or takes
 /// `E`'s), with the request's `F` flags and `T` TTL (none without `T`); with `I` that
-/// item is then marked stale as a plain `md I` marks it. Counts as a delete hit
-/// (without `I`) or miss, as memcached's. The replacement is a CAS store of the unique
+/// item is then marked stale as a plain `md I` marks it (`HD` even when that TTL has
+/// passed). Counts as a delete hit (without `I`) or miss, as memcached's. The replacement is a CAS store of the unique
 /// just read, so a write in between makes it answer `NS`, memcached's answer when its
 /// store fails; under `-C` (no uniques) it is a replace.
 fn empty_value(
@@ -419,22 +428,17 @@ fn empty_value(
                 .store(mode, kbytes, flags.client_flags, exptime, b"", &opts)
             {
                 StoreResult::Stored(_) if flags.invalidate => {
-                    let d = Delete {
-                        key: kbytes,
-                        opts: DeleteOpts {
-                            compare_cas: None,
-                            invalidate: true,
-                            touch: flags.ttl.map(|t| rel(cx, t)),
-                            new_cas: flags.new_cas,
-                        },
-                        watched_as: Some(DeleteCmd::Md),
-                        prefix: false,
-                        cas_mismatch_misses: true,
+                    // memcached marks the item it just stored, even one whose TTL
+                    // has already passed (then this finds nothing), counting and
+                    // logging nothing, and answers HD.
+                    let opts = DeleteOpts {
+                        compare_cas: None,
+                        invalidate: true,
+                        touch: flags.ttl.map(|t| rel(cx, t)),
+                        new_cas: flags.new_cas,
                     };
-                    match delete::delete(cx, &d) {
-                        DeleteResult::NotFound => b"NF",
-                        _ => b"HD",
-                    }
+                    cx.engine.delete(kbytes, &opts);
+                    b"HD"
                 }
                 StoreResult::Stored(_) => {
                     cx.counters.delete_hits.incr();
@@ -502,9 +506,9 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
                 out.extend_from_slice(digits);
             }
             out.extend_from_slice(b"\r\n");
-            // memcached hides a successful reply under q, but not one for an item
-            // it just created.
-            if flags.quiet && !v.created {
+            // memcached 1.6.45 hides a successful reply under q, for an item it
+            // just created too (1.6.18 showed that one).
+            if flags.quiet {
                 out.truncate(start);
             }
         }
@@ -557,8 +561,9 @@ fn debug(key: &Key<'_>, cx: &Ctx<'_>, out: &mut Vec<u8>) -> Flow {
         let exp: i64 = if it.exptime == 0 {
             -1
         } else {
-            // memcached prints `current_time - exptime` (unsigned) with %d.
-            i64::from(now.wrapping_sub(it.exptime) as i32)
+            // memcached 1.6.45 prints `exptime - current_time` (unsigned) with %d
+            // (1.6.18 printed `current_time - exptime`).
+            i64::from(it.exptime.wrapping_sub(now) as i32)
         };
         let size =
             memcached_item_bytes(it.key.len(), it.flags, it.value.len(), settings.use_cas) as u32;

@@ -1,36 +1,38 @@
 //! memcached's meta commands (`mg ms md ma mn me`), server side: request parsing and
-//! flag tokens here, the request [`Key`] and base64 in `key.rs`, reply pieces in
-//! [`reply`]; the client side in [`client`].
+//! flag tokens here, the line's split in `tokens.rs`, the request [`Key`] and base64
+//! in `key.rs`, reply pieces in [`reply`]; the client side in [`client`].
 //!
-//! The model is memcached 1.6.18's `proto_text.c` (`_meta_flag_preparse`,
-//! `process_mget_command`, `process_mset_command`, `process_mdelete_command`,
-//! `process_marithmetic_command`, `process_meta_command`): the same token limits, the
-//! same order of checks, the same error strings (which differ between commands: `md`
-//! and `ma` answer every flag error with `CLIENT_ERROR invalid or duplicate flag`,
-//! `mg` and `ms` with the specific one).
+//! The model is memcached 1.6.45's `proto_parser.c` (`process_request`,
+//! `_meta_flag_preparse`, `process_mget_cmd`, `process_mset_cmd_start`,
+//! `process_mdelete_cmd`, `process_marithmetic_cmd`) and `proto_text.c`
+//! (`process_meta_command`, `process_mset_command`): the same token limits, the same
+//! order of checks, the same error strings (`ma` answers every flag error with
+//! `CLIENT_ERROR invalid or duplicate flag`, the others with the specific one).
 //!
 //! ```text
 //!   "ms k 5 T10 F3 c\r\nhello\r\n"
 //!    ──► Meta::Set { key: "k", flags: [T10 F3 c], data: "hello", mode: Set }
 //!   "md k q O12\r\n" ──► Meta::Delete { key: "k", flags: [q O12] }
+//!   "mg k v !\r\n"   ──► Meta::Fail { "CLIENT_ERROR bad command line format" }
 //! ```
 //!
-//! Meta commands are text commands: the text parser ([`super::parse`]) finds and
-//! tokenizes the line and hands every two-letter command starting with `m` to this
-//! module's `parse`; a meta request comes back as `Request::Meta`. This module is a
-//! child of `text` and reads only what sits below it there (the tokenizer in
-//! `token.rs`, `Config` in `config.rs`), never the classic parser. Keys and values
-//! borrow from the input; a base64 key (`b`) is decoded into a small buffer on the
-//! stack ([`KeyBuf`]). The flags are memcached 1.6.45's: `E` (explicit new CAS,
-//! 1.6.27) and `x` (empty the value, 1.6.27) are accepted where 1.6.18 answers
-//! `CLIENT_ERROR invalid flag`, and `F` over 2^32-1 is refused where 1.6.18 wrapped it.
+//! Meta commands are text commands: the text parser ([`super::parse`]) finds the
+//! line and hands every two-letter command starting with `m` to this module's
+//! `parse`, which splits it again as mcmc does; a meta request comes back as
+//! `Request::Meta`. This module is a child of `text` and reads only what sits below
+//! it there (mcmc's number converters in `token.rs`, `Config` in `config.rs`), never
+//! the classic parser. Keys and values borrow from the input; a base64 key (`b`) is
+//! decoded into a small buffer on the stack ([`KeyBuf`]). 1.6.45 against 1.6.18:
+//! `E` (explicit new CAS, 1.6.27) and `x` (empty the value, 1.6.27) are flags; `F`
+//! over 2^32-1 is refused where 1.6.18 wrapped it; a flag token that does not start
+//! with a letter or digit refuses the line; `md` names its flag errors.
 //!
 //! Errors memcached reports only after touching the item (`mg`/`ma` with an opaque
 //! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
 
 use super::config::{item_size_ok, Config};
-use super::token::{tok_i32, tok_u64, Tokens, TOK_U32_MAX_LEN, TOK_U64_MAX_LEN};
-use crate::num::{safe_strtol, NotANumber};
+use super::token::{tok_i32, tok_u64, TOK_U32_MAX_LEN, TOK_U64_MAX_LEN};
+use crate::num::NotANumber;
 use memcrab_limits::KEY_MAX_LEN;
 
 pub mod client;
@@ -38,13 +40,17 @@ mod key;
 pub mod reply;
 #[cfg(test)]
 mod tests;
+mod tokens;
 
 pub use key::{base64_decode, base64_encode, Key, KeyBuf, NotBase64, DECODED_KEY_MAX};
+use tokens::MetaTokens;
+pub use tokens::MAX_LINE_TOKENS;
 
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: the longest `O` token, the `O` included.
 pub const OPAQUE_MAX_LEN: usize = 32;
 /// memcached's `MFLAG_MAX_OPT_LENGTH`: a meta line may have at most this many tokens,
-/// counting the command, the key and memcached's terminal pseudo-token.
+/// the command and the key included (1.6.18 counted a terminal pseudo-token too, so
+/// it allowed one flag fewer).
 pub const MAX_TOKENS: usize = 20;
 
 /// The parsed flags of a meta request, and its flag tokens in request order (replies
@@ -188,10 +194,13 @@ pub enum Meta<'a> {
     /// `me <key> [b]`.
     Debug { key: Key<'a> },
     /// A refused request: send `reply` (never suppressed by `q`), then discard
-    /// `swallow` bytes after the line (an `ms` data block).
+    /// `swallow` bytes after the line (an `ms` data block). `set_cmd`: an `ms` that
+    /// memcached refused only after allocating its item (an opaque over 32 bytes),
+    /// which counts as a set command (`cmd_set`).
     Fail {
         reply: &'static [u8],
         swallow: usize,
+        set_cmd: bool,
     },
 }
 
@@ -209,10 +218,9 @@ pub mod errors {
     pub const DECODING_KEY: &[u8] = b"CLIENT_ERROR error decoding key\r\n";
     pub const INITIAL_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric initial value\r\n";
     pub const DELTA_VALUE: &[u8] = b"CLIENT_ERROR invalid numeric delta value\r\n";
-    /// `mg`'s wording.
-    pub const MG_TOO_MANY_FLAGS: &[u8] = b"CLIENT_ERROR options flags are too long\r\n";
-    /// `ms`, `md` and `ma`'s wording.
-    pub const TOO_MANY_FLAGS: &[u8] = b"CLIENT_ERROR options flags too long\r\n";
+    /// Every command's wording since 1.6.45 (1.6.18's `ms`, `md` and `ma` wrote
+    /// "options flags too long"); `ma` still answers [`INVALID_OR_DUPLICATE_FLAG`].
+    pub const TOO_MANY_FLAGS: &[u8] = b"CLIENT_ERROR options flags are too long\r\n";
     pub const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long\r\n";
     pub const MS_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ms M token\r\n";
     pub const MA_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ma M token\r\n";
@@ -224,123 +232,145 @@ pub(crate) enum Parsed<'a> {
     /// A meta request (a refused one is [`Meta::Fail`]) and how many bytes after the
     /// line it used (an `ms` data block; 0 for every other command): return it.
     Request(Meta<'a>, usize),
-    /// Not a meta command memcached knows (`mx`), or `mg`/`ms`/`md`/`ma` without a
-    /// key: memcached's plain `ERROR`, as for any unknown command; only the line is
-    /// consumed.
+    /// Not a meta command memcached knows (`mx`): memcached's plain `ERROR`, as for
+    /// any unknown command; only the line is consumed.
     UnknownCommand,
     /// An `ms` whose data block has not fully arrived: keep the bytes, wait for more.
     NeedData,
 }
 
-/// Parses a meta command line: `line` as the tokenizer saw it, `t` its tokens (the
-/// command is two bytes and starts with `m`), `after` the input after the line.
-pub(crate) fn parse<'a>(
-    line: &'a [u8],
-    t: &Tokens<'a>,
-    after: &'a [u8],
-    cfg: &Config,
-) -> Parsed<'a> {
-    let toks = t.as_slice();
-    let ntokens = t.ntokens();
-    let fail = |reply: &'static [u8]| Parsed::Request(Meta::Fail { reply, swallow: 0 }, 0);
-    let cmd = toks[0];
+/// Parses a meta command line: `line` as the text parser found it (without its
+/// `\r\n`; the command is two bytes and starts with `m`), `after` the input after
+/// the line. The line is split again with mcmc's rules ([`MetaTokens`]), as 1.6.45's
+/// `process_request` splits it; a line it refuses, or one without a key (`ms`: without
+/// a length that `mcmc_tokto32` reads as 0 to `INT_MAX - 2`), answers `CLIENT_ERROR bad
+/// command line format` and swallows nothing.
+pub(crate) fn parse<'a>(line: &'a [u8], after: &'a [u8], cfg: &Config) -> Parsed<'a> {
+    let fail = |reply: &'static [u8]| {
+        Parsed::Request(
+            Meta::Fail {
+                reply,
+                swallow: 0,
+                set_cmd: false,
+            },
+            0,
+        )
+    };
     let ok = |m: Meta<'a>| Parsed::Request(m, 0);
-    match cmd[1] {
-        b'n' => return ok(Meta::Noop),
-        b'e' => {
-            if ntokens < 3 || toks[1].len() > KEY_MAX_LEN {
-                return fail(errors::BAD_FORMAT);
-            }
-            if ntokens >= 4 && toks[2] == b"b" {
-                return match Key::base64(toks[1]) {
-                    Ok(key) => ok(Meta::Debug { key }),
-                    Err(NotBase64) => fail(errors::BAD_FORMAT),
-                };
-            }
-            return ok(Meta::Debug {
-                key: Key::plain(toks[1]),
-            });
-        }
-        b'g' | b's' | b'd' | b'a' => {}
+    // memcached takes the command as the bytes before the first space: a line that
+    // starts with a space has no command.
+    let (cmd, mstart) = match line {
+        [b'm', c, rest @ ..] if rest.first().is_none_or(|&b| b == b' ') => match c {
+            b'n' => return ok(Meta::Noop),
+            b'g' | b'd' | b'a' | b'e' => (*c, 2),
+            b's' => (b's', 3),
+            _ => return Parsed::UnknownCommand,
+        },
         _ => return Parsed::UnknownCommand,
-    }
-    if ntokens < 3 {
-        return Parsed::UnknownCommand;
-    }
-    if toks[1].len() > KEY_MAX_LEN {
-        return fail(errors::BAD_FORMAT);
-    }
-    match cmd[1] {
-        b'g' => {
-            if ntokens > MAX_TOKENS {
-                return fail(errors::MG_TOO_MANY_FLAGS);
-            }
-            match preparse(line, toks[1], &toks[2..]) {
-                Ok((key, flags)) => ok(Meta::Get { key, flags }),
-                Err(e) => fail(e),
+    };
+    let t = match MetaTokens::new(line, mstart) {
+        Ok(t) if t.len() >= mstart => t,
+        _ => return fail(errors::BAD_FORMAT),
+    };
+    let toks = t.as_slice();
+    match cmd {
+        b'e' => debug(toks),
+        b'g' => match preparse(line, &t, 2) {
+            Ok((key, flags)) => ok(Meta::Get { key, flags }),
+            Err(e) => fail(e),
+        },
+        b'd' => match preparse(line, &t, 2) {
+            Ok((_, flags)) if flags.opaque_too_long() => fail(errors::OPAQUE_TOO_LONG),
+            Ok((key, flags)) => ok(Meta::Delete { key, flags }),
+            Err(e) => fail(e),
+        },
+        // `process_marithmetic_cmd` answers every flag error with one message.
+        b'a' => match preparse(line, &t, 2) {
+            Ok((key, flags)) => match flags.mode {
+                None | Some(b'I' | b'+') => ok(Meta::Arith {
+                    key,
+                    flags,
+                    incr: true,
+                }),
+                Some(b'D' | b'-') => ok(Meta::Arith {
+                    key,
+                    flags,
+                    incr: false,
+                }),
+                Some(_) => fail(errors::MA_MODE),
+            },
+            Err(_) => fail(errors::INVALID_OR_DUPLICATE_FLAG),
+        },
+        _ => {
+            // `_process_request_mset`: the length is read before anything else.
+            match tok_i32(toks[2]).map(usize::try_from) {
+                Ok(Ok(vlen)) if vlen <= i32::MAX as usize - 2 => set(line, &t, vlen, after, cfg),
+                _ => fail(errors::BAD_FORMAT),
             }
         }
-        b'd' | b'a' => {
-            if ntokens > MAX_TOKENS {
-                return fail(errors::TOO_MANY_FLAGS);
-            }
-            let Ok((key, flags)) = preparse(line, toks[1], &toks[2..]) else {
-                return fail(errors::INVALID_OR_DUPLICATE_FLAG);
-            };
-            if cmd[1] == b'd' {
-                if flags.opaque_too_long() {
-                    return fail(errors::OPAQUE_TOO_LONG);
-                }
-                return ok(Meta::Delete { key, flags });
-            }
-            let incr = match flags.mode {
-                None | Some(b'I' | b'+') => true,
-                Some(b'D' | b'-') => false,
-                Some(_) => return fail(errors::MA_MODE),
-            };
-            ok(Meta::Arith { key, flags, incr })
-        }
-        _ => set(line, toks, ntokens, after, cfg),
     }
 }
 
-/// `process_mset_command` and then `complete_nread_ascii`.
+/// `process_meta_command` (`me`): a key over 250 bytes is refused; the key is base64
+/// when the third token is exactly `b` and a fourth token follows (memcached tests
+/// `ntokens >= 4`).
+fn debug<'a>(toks: &[&'a [u8]]) -> Parsed<'a> {
+    let fail = Parsed::Request(
+        Meta::Fail {
+            reply: errors::BAD_FORMAT,
+            swallow: 0,
+            set_cmd: false,
+        },
+        0,
+    );
+    if toks[1].len() > KEY_MAX_LEN {
+        return fail;
+    }
+    let key = if toks.len() >= 4 && toks[2] == b"b" {
+        match Key::base64(toks[1]) {
+            Ok(key) => key,
+            Err(NotBase64) => return fail,
+        }
+    } else {
+        Key::plain(toks[1])
+    };
+    Parsed::Request(Meta::Debug { key }, 0)
+}
+
+/// `process_mset_cmd_start` and `process_mset_command`, then `complete_nread_ascii`.
+/// Every refusal after the line swallows the data block (`vlen` and its `\r\n`),
+/// and they come in memcached's order: a flag error, the mode, the size, the opaque.
 fn set<'a>(
     line: &'a [u8],
-    toks: &[&'a [u8]],
-    ntokens: usize,
+    t: &MetaTokens<'a>,
+    vlen: usize,
     after: &'a [u8],
     cfg: &Config,
 ) -> Parsed<'a> {
-    let fail =
-        |reply: &'static [u8], swallow: usize| Parsed::Request(Meta::Fail { reply, swallow }, 0);
-    if ntokens == 3 {
-        return fail(errors::BAD_FORMAT, 0);
-    }
-    if ntokens > MAX_TOKENS {
-        return fail(errors::TOO_MANY_FLAGS, 0);
-    }
-    let vlen = match safe_strtol(toks[2]).map(usize::try_from) {
-        Ok(Ok(v)) if v <= i32::MAX as usize - 2 => v,
-        _ => return fail(errors::BAD_FORMAT, 0),
-    };
     let total = vlen + 2;
-    let (key, flags) = match preparse(line, toks[1], &toks[3..]) {
-        Ok(kf) => kf,
-        Err(e) => return fail(e, total),
+    let refuse = |reply: &'static [u8], set_cmd: bool| {
+        Parsed::Request(
+            Meta::Fail {
+                reply,
+                swallow: total,
+                set_cmd,
+            },
+            0,
+        )
     };
-    // memcached notes the opaque error, then checks the mode, whose error wins.
+    let fail = |reply: &'static [u8]| refuse(reply, false);
+    let (key, flags) = match preparse(line, t, 3) {
+        Ok(kf) => kf,
+        Err(e) => return fail(e),
+    };
     let mode = match flags.mode {
         None | Some(b'S') => SetMode::Set,
         Some(b'E') => SetMode::Add,
         Some(b'A') => SetMode::Append,
         Some(b'P') => SetMode::Prepend,
         Some(b'R') => SetMode::Replace,
-        Some(_) => return fail(errors::MS_MODE, total),
+        Some(_) => return fail(errors::MS_MODE),
     };
-    if flags.opaque_too_long() {
-        return fail(errors::OPAQUE_TOO_LONG, total);
-    }
     if !item_size_ok(
         key.decode(&mut [0; DECODED_KEY_MAX]).len(),
         flags.client_flags,
@@ -356,6 +386,9 @@ fn set<'a>(
             },
             0,
         );
+    }
+    if flags.opaque_too_long() {
+        return refuse(errors::OPAQUE_TOO_LONG, true);
     }
     if after.len() < total {
         return Parsed::NeedData;
@@ -374,14 +407,23 @@ fn set<'a>(
     )
 }
 
-/// memcached's `_meta_flag_preparse`: every flag token is checked in order; a
-/// repeated (or non-ASCII) flag or an unknown one stops at once, other errors are
-/// noted and the last noted message wins.
+/// memcached's `_meta_flag_preparse`, on the flag tokens from `start` on: a key
+/// over 250 bytes or more than [`MAX_TOKENS`] tokens are refused first; then every
+/// flag token is checked in order; a repeated flag or an unknown one stops at once,
+/// other errors are noted and the last noted message wins.
 fn preparse<'a>(
     line: &'a [u8],
-    key_tok: &'a [u8],
-    toks: &[&'a [u8]],
+    t: &MetaTokens<'a>,
+    start: usize,
 ) -> Result<(Key<'a>, Flags<'a>), &'static [u8]> {
+    let key_tok = t.as_slice()[1];
+    if key_tok.len() > KEY_MAX_LEN {
+        return Err(errors::BAD_FORMAT);
+    }
+    if t.len() > MAX_TOKENS {
+        return Err(errors::TOO_MANY_FLAGS);
+    }
+    let toks = &t.as_slice()[start..];
     let mut f = Flags::empty();
     let mut key = Key::plain(key_tok);
     let mut seen = [false; 128];

@@ -10,7 +10,7 @@ fn meta(input: &[u8]) -> (Meta<'_>, usize) {
 
 fn fail(input: &[u8]) -> (&'static [u8], usize) {
     match meta(input).0 {
-        Meta::Fail { reply, swallow } => (reply, swallow),
+        Meta::Fail { reply, swallow, .. } => (reply, swallow),
         other => panic!("{:?}: {other:?}", String::from_utf8_lossy(input)),
     }
 }
@@ -88,10 +88,15 @@ fn commands() {
         (incr, flags.delta, flags.initial, flags.vivify),
         (false, 5, 7, Some(0))
     );
-    let Meta::Debug { key } = meta(b"me Zm9v b\r\n").0 else {
+    // `me` decodes a base64 key only when a fourth token follows the `b`.
+    let Meta::Debug { key } = meta(b"me Zm9v b x\r\n").0 else {
         panic!()
     };
     assert_eq!(key.decode(&mut [0; DECODED_KEY_MAX]), b"foo");
+    let Meta::Debug { key } = meta(b"me Zm9v b\r\n").0 else {
+        panic!()
+    };
+    assert_eq!(key.decode(&mut [0; DECODED_KEY_MAX]), b"Zm9v");
     let Meta::Get { key, .. } = meta(b"mg Zm9v b k\r\n").0 else {
         panic!()
     };
@@ -109,7 +114,11 @@ fn errors_as_memcached() {
         // 1.6.45: F is a 32-bit number; 1.6.18 wrapped a larger one.
         (b"ms foo 1 F4294967296\r\nx\r\n", errors::BAD_FORMAT, 3),
         (b"mg foo v v\r\n", errors::DUPLICATE_FLAG, 0),
-        (b"md foo v v\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
+        // md names its flag errors since 1.6.45; ma still does not.
+        (b"md foo v v\r\n", errors::DUPLICATE_FLAG, 0),
+        (b"md foo Tx\r\n", errors::BAD_TOKEN, 0),
+        (b"md Zm9 b\r\n", errors::DECODING_KEY, 0),
+        (b"ma foo v v\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
         (b"ma foo z\r\n", errors::INVALID_OR_DUPLICATE_FLAG, 0),
         (b"mg foo Tx\r\n", errors::BAD_TOKEN, 0),
         (b"mg foo Fx\r\n", errors::BAD_FORMAT, 0),
@@ -126,7 +135,7 @@ fn errors_as_memcached() {
         (b"ms foo x\r\n", errors::BAD_FORMAT, 0),
         (b"ms foo -1\r\n", errors::BAD_FORMAT, 0),
         (b"me\r\n", errors::BAD_FORMAT, 0),
-        (b"me Zm9 b\r\n", errors::BAD_FORMAT, 0),
+        (b"me Zm9 b x\r\n", errors::BAD_FORMAT, 0),
         (
             b"md foo O123456789012345678901234567890123\r\n",
             errors::OPAQUE_TOO_LONG,
@@ -142,15 +151,60 @@ fn errors_as_memcached() {
             errors::OPAQUE_TOO_LONG,
             3,
         ),
+        // 21 tokens; 20 are allowed (1.6.18 allowed 19).
         (
-            b"mg foo a b c d e f g h i j k l m n o p q r\r\n",
-            errors::MG_TOO_MANY_FLAGS,
+            b"mg foo a b c d e f g h i j k l m n o p q r s\r\n",
+            errors::TOO_MANY_FLAGS,
             0,
         ),
         (
-            b"md foo a b c d e f g h i j k l m n o p q r\r\n",
+            b"mg foo a b c d e f g h i j k l m n o p q r\r\n",
+            errors::INVALID_FLAG,
+            0,
+        ),
+        (
+            b"md foo a b c d e f g h i j k l m n o p q r s\r\n",
             errors::TOO_MANY_FLAGS,
             0,
+        ),
+        (
+            b"ms foo 1 a b c d e f g h i j k l m n o p q r\r\nx\r\n",
+            errors::TOO_MANY_FLAGS,
+            3,
+        ),
+        (
+            b"ma foo a b c d e f g h i j k l m n o p q r s\r\n",
+            errors::INVALID_OR_DUPLICATE_FLAG,
+            0,
+        ),
+        // A flag token must start with a letter or a digit, or the line is refused
+        // before anything else (no data block swallowed).
+        (b"mg foo v !\r\n", errors::BAD_FORMAT, 0),
+        (b"mg foo v \x80\r\n", errors::BAD_FORMAT, 0),
+        (b"ms foo 2 T1 -\r\nhi\r\n", errors::BAD_FORMAT, 0),
+        (b"md foo {\r\n", errors::BAD_FORMAT, 0),
+        (b"me foo !\r\n", errors::BAD_FORMAT, 0),
+        // ...but the key is not checked, and `[` to `` ` `` are flags (unknown).
+        (b"mg foo [\r\n", errors::INVALID_FLAG, 0),
+        (b"mg foo 9\r\n", errors::INVALID_FLAG, 0),
+        // No key.
+        (b"mg\r\n", errors::BAD_FORMAT, 0),
+        (b"md\r\n", errors::BAD_FORMAT, 0),
+        (b"ma  \r\n", errors::BAD_FORMAT, 0),
+        (b"ms\r\n", errors::BAD_FORMAT, 0),
+        // The ms length is read before the key's length and the flags are looked at.
+        (b"ms foo 1x v v\r\n", errors::BAD_FORMAT, 0),
+        (b"ms foo 2147483646\r\n", errors::BAD_FORMAT, 0),
+        (
+            b"ms foo 00000000002 v v\r\nhi\r\n",
+            errors::DUPLICATE_FLAG,
+            4,
+        ),
+        // The size is checked before the opaque.
+        (
+            b"ms foo 2 O123456789012345678901234567890123 MX\r\nhi\r\n",
+            errors::MS_MODE,
+            4,
         ),
     ];
     for (input, reply, swallow) in cases {
@@ -163,7 +217,10 @@ fn errors_as_memcached() {
     }
     let long_key = [b"mg ".to_vec(), vec![b'a'; 251], b"\r\n".to_vec()].concat();
     assert_eq!(fail(&long_key), (errors::BAD_FORMAT, 0));
-    for input in [&b"mg\r\n"[..], b"ms\r\n", b"mx foo\r\n", b"mgx foo\r\n"] {
+    // An ms key over 250 bytes swallows the data block (1.6.18 did not).
+    let long_key = [b"ms ".to_vec(), vec![b'a'; 251], b" 1\r\nx\r\n".to_vec()].concat();
+    assert_eq!(fail(&long_key), (errors::BAD_FORMAT, 3));
+    for input in [&b"mx foo\r\n"[..], b"mgx foo\r\n"] {
         assert!(
             matches!(
                 text_parse(input, &Config::default()),
