@@ -31,6 +31,7 @@ impl Seg {
     pub(super) fn unlink(&self, l: &mut Locked<'_>, pos: SlotPos, loc: Loc, why: Option<Life>) {
         // SAFETY: `loc` is linked in the locked partition.
         let (d, v) = unsafe { self.descs.view(loc) };
+        self.raise_floor(l, d.cas_of(loc, &v, self.use_cas));
         l.remove(pos);
         l.counts.items = l.counts.items.saturating_sub(1);
         l.counts.bytes = l.counts.bytes.saturating_sub(v.size as u64);
@@ -135,6 +136,7 @@ impl Seg {
                     // SAFETY: it was linked in this locked partition until just now,
                     // and its segment is not reused while we hold the lock.
                     let (d, v) = unsafe { self.descs.view(victim) };
+                    self.raise_floor(l, d.cas_of(victim, &v, self.use_cas));
                     self.report_eviction(&v);
                     d.live.fetch_sub(v.size as u64, Ordering::Relaxed);
                     l.counts.items = l.counts.items.saturating_sub(1);
@@ -176,10 +178,48 @@ impl Seg {
         why.fetch()
     }
 
+    /// Raises the partition's floor (see `Counts::floor`) for an item with unique
+    /// `cas` that leaves it.
+    fn raise_floor(&self, l: &mut Locked<'_>, cas: u64) {
+        if self.use_cas && cas > l.counts.floor && self.is_ours(cas) {
+            l.counts.floor = cas;
+        }
+    }
+
+    /// Whether the new version at `new_loc` may replace `cur` (the key's live item,
+    /// if any) in time order: Ok when its unique exceeds `cur`'s and the
+    /// partition's floor, else Err with what it must exceed, for the caller to
+    /// write it again ([`Seg::write_item`]'s `after`).
+    pub(super) fn check_order(
+        &self,
+        l: &Locked<'_>,
+        cur: Option<Loc>,
+        new_loc: Loc,
+    ) -> Result<(), u64> {
+        if !self.use_cas {
+            return Ok(());
+        }
+        let cur_cas = cur.map_or(0, |loc| {
+            // SAFETY: linked in the locked partition.
+            let (d, v) = unsafe { self.descs.view(loc) };
+            d.cas_of(loc, &v, true)
+        });
+        let need = self.must_exceed(cur_cas, l.counts.floor);
+        // SAFETY: written and ours until linked.
+        let (d, v) = unsafe { self.descs.view(new_loc) };
+        if need == 0 || d.cas_of(new_loc, &v, true) > need {
+            Ok(())
+        } else {
+            Err(need)
+        }
+    }
+
     /// Links `new_loc` in place of the item at `old` if that is still the live item
-    /// for `key` (counting a new item in `total_items` if `count`); None when it
-    /// changed meanwhile (the caller reads again). Returns the new item's CAS unique
-    /// and the partition, still locked.
+    /// for `key` (counting a new item in `total_items` if `count`), and, if `order`
+    /// (a new version whose unique the engine gives), if its unique orders after
+    /// the key's past ([`Seg::check_order`]). Returns the new item's CAS unique and
+    /// the partition, still locked; else Err with what the unique of the caller's
+    /// next try must exceed (the caller reads again and writes a new copy).
     pub(super) fn link_if_current(
         &self,
         h: u64,
@@ -187,11 +227,16 @@ impl Seg {
         old: Option<Loc>,
         new_loc: Loc,
         count: bool,
-    ) -> Option<(u64, Locked<'_>)> {
+        order: bool,
+    ) -> Result<(u64, Locked<'_>), u64> {
         let mut l = self.index.lock(h);
         let cur = self.find_live_locked(&mut l, h, key).ok();
-        if cur.map(|(_, loc)| loc) != old {
-            return None;
+        let cur_loc = cur.map(|(_, loc)| loc);
+        if order {
+            self.check_order(&l, cur_loc, new_loc)?;
+        }
+        if cur_loc != old {
+            return Err(0);
         }
         self.link(&mut l, h, cur, new_loc);
         if count {
@@ -199,6 +244,6 @@ impl Seg {
         }
         // SAFETY: just linked in the locked partition.
         let (d, v) = unsafe { self.descs.view(new_loc) };
-        Some((d.cas_of(new_loc, &v, self.use_cas), l))
+        Ok((d.cas_of(new_loc, &v, self.use_cas), l))
     }
 }
