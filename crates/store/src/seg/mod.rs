@@ -448,6 +448,8 @@ impl Engine for Seg {
 }
 
 #[cfg(test)]
+mod cas_tests;
+#[cfg(test)]
 mod persist_tests;
 #[cfg(test)]
 mod tests;
