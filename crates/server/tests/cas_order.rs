@@ -107,7 +107,10 @@ fn a_stale_writer_is_judged_by_time() {
         assert_eq!(meta(&mut c, "mg k c v", None).0, "VA 1 c# / v");
     }
     // A unique above the current one is no earlier read: refused.
-    assert_eq!(ms(&mut c, "k", &format!("I C{} c", cur + 1), b"x").0, "EX c0");
+    assert_eq!(
+        ms(&mut c, "k", &format!("I C{} c", cur + 1), b"x").0,
+        "EX c0"
+    );
 }
 
 #[test]

@@ -275,6 +275,7 @@ fn paid_per_mille(threads: usize, sets_pct: usize, value_len: usize, ttls: usize
         set(&e, format!("key:{k}").as_bytes(), 0, &value);
     }
     let before = e.explicit_cas_count();
+    let rewritten = e.rewritten_count();
     let e = &e;
     let value = &value;
     let stores: usize = std::thread::scope(|s| {
@@ -302,6 +303,10 @@ fn paid_per_mille(threads: usize, sets_pct: usize, value_len: usize, ttls: usize
             .collect();
         hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
     });
+    eprintln!(
+        "rewritten per 1000 stores: {:7.2}",
+        (e.rewritten_count() - rewritten) as f64 * 1000.0 / stores as f64
+    );
     (e.explicit_cas_count() - before) as f64 * 1000.0 / stores as f64
 }
 

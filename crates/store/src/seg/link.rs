@@ -13,6 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::arena::Written;
 use super::index::{Loc, Locked, SlotPos};
 use super::item::{View, ACCESSED, ATIME_MASK, FETCHED};
 use super::segments::Life;
@@ -186,7 +187,7 @@ impl Seg {
         }
     }
 
-    /// Whether the new version at `new_loc` may replace `cur` (the key's live item,
+    /// Whether the new version with unique `new_cas` may replace `cur` (the key's live item,
     /// if any) in time order: Ok when its unique exceeds `cur`'s and the
     /// partition's floor, else Err with what it must exceed, for the caller to
     /// write it again ([`Seg::write_item`]'s `after`).
@@ -194,27 +195,23 @@ impl Seg {
         &self,
         l: &Locked<'_>,
         cur: Option<Loc>,
-        new_loc: Loc,
+        new_cas: u64,
     ) -> Result<(), u64> {
         if !self.use_cas {
             return Ok(());
         }
-        let cur_cas = cur.map_or(0, |loc| {
-            // SAFETY: linked in the locked partition.
-            let (d, v) = unsafe { self.descs.view(loc) };
-            d.cas_of(loc, &v, true)
-        });
+        // SAFETY: linked in the locked partition.
+        let cur_cas = cur.map_or(0, |loc| unsafe { self.descs.cas_at(loc, true) });
         let need = self.must_exceed(cur_cas, l.counts.floor);
-        // SAFETY: written and ours until linked.
-        let (d, v) = unsafe { self.descs.view(new_loc) };
-        if need == 0 || d.cas_of(new_loc, &v, true) > need {
+        if need == 0 || new_cas > need {
             Ok(())
         } else {
+            self.counters.rewritten.fetch_add(1, Ordering::Relaxed);
             Err(need)
         }
     }
 
-    /// Links `new_loc` in place of the item at `old` if that is still the live item
+    /// Links the new item `new` in place of the item at `old` if that is still the live item
     /// for `key` (counting a new item in `total_items` if `count`), and, if `order`
     /// (a new version whose unique the engine gives), if its unique orders after
     /// the key's past ([`Seg::check_order`]). Returns the new item's CAS unique and
@@ -225,7 +222,7 @@ impl Seg {
         h: u64,
         key: &[u8],
         old: Option<Loc>,
-        new_loc: Loc,
+        new: Written,
         count: bool,
         order: bool,
     ) -> Result<(u64, Locked<'_>), u64> {
@@ -233,17 +230,15 @@ impl Seg {
         let cur = self.find_live_locked(&mut l, h, key).ok();
         let cur_loc = cur.map(|(_, loc)| loc);
         if order {
-            self.check_order(&l, cur_loc, new_loc)?;
+            self.check_order(&l, cur_loc, new.cas)?;
         }
         if cur_loc != old {
             return Err(0);
         }
-        self.link(&mut l, h, cur, new_loc);
+        self.link(&mut l, h, cur, new.loc);
         if count {
             l.counts.total_items += 1;
         }
-        // SAFETY: just linked in the locked partition.
-        let (d, v) = unsafe { self.descs.view(new_loc) };
-        Ok((d.cas_of(new_loc, &v, self.use_cas), l))
+        Ok((if self.use_cas { new.cas } else { 0 }, l))
     }
 }

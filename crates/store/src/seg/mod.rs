@@ -116,6 +116,9 @@ struct Counters {
     /// New versions whose place did not order their CAS unique after the key's
     /// past, so that they carry one ([`Seg::next_unique`]).
     explicit_cas: AtomicU64,
+    /// New versions written again because a link found them out of order (a set
+    /// learns the key's last unique only when it links).
+    rewritten: AtomicU64,
 }
 
 pub struct Seg {
@@ -277,6 +280,11 @@ impl Seg {
     /// after the key's past (for the tests that measure how often).
     pub fn explicit_cas_count(&self) -> u64 {
         self.counters.explicit_cas.load(Ordering::Relaxed)
+    }
+
+    /// New versions written again because their first copy linked out of order.
+    pub fn rewritten_count(&self) -> u64 {
+        self.counters.rewritten.load(Ordering::Relaxed)
     }
 
     /// Prepares segment `id` for writing (a fresh generation, empty counters), as a

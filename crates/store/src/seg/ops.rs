@@ -15,6 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::arena::Written;
 use super::epoch;
 use super::index::Loc;
 use super::item::{self, View, ACCESSED, ATIME_MASK, FETCHED, STALE, TOKEN_SENT};
@@ -162,7 +163,7 @@ impl Seg {
         visit: &mut dyn FnMut(Item<'_>) -> bool,
     ) -> Fetch {
         let h = self.hash(key);
-        let mut pending: Option<Loc> = None;
+        let mut pending: Option<Written> = None;
         // What the vivified item's unique must exceed (what left the partition).
         let mut after = 0;
         loop {
@@ -185,7 +186,7 @@ impl Seg {
                 return why;
             };
             let ordered = match pending {
-                Some(new_loc) if opts.new_cas.is_none() => self.check_order(&l, None, new_loc),
+                Some(new) if opts.new_cas.is_none() => self.check_order(&l, None, new.cas),
                 _ => Ok(()),
             };
             if let Err(need) = ordered {
@@ -193,7 +194,7 @@ impl Seg {
                 after = need;
                 pending = None;
             }
-            if let Some(new_loc) = pending {
+            if let Some(Written { loc: new_loc, .. }) = pending {
                 self.link(&mut l, h, None, new_loc);
                 l.counts.total_items += 1;
                 // SAFETY: just linked in the locked partition.
@@ -220,7 +221,7 @@ impl Seg {
                 cas: opts.new_cas.filter(|_| self.use_cas),
             };
             match self.write_item(&new, after) {
-                Some(loc) => pending = Some(loc),
+                Some(w) => pending = Some(w),
                 None => {
                     self.counters.outofmemory.fetch_add(1, Ordering::Relaxed);
                     return why;
@@ -252,9 +253,9 @@ impl Seg {
         // Out of memory under -M: the item keeps its old (unlimited) lifetime; the
         // touch still reports success, as it found the item.
         // The same version (a touch keeps the unique): no order to check.
-        if let Some(new_loc) = self.write_or_oom(&new, 0) {
+        if let Some(written) = self.write_or_oom(&new, 0) {
             // A failed link means a writer replaced the item meanwhile: see above.
-            let _ = self.link_if_current(h, key, Some(loc), new_loc, false, false);
+            let _ = self.link_if_current(h, key, Some(loc), written, false, false);
         }
     }
 
@@ -368,7 +369,7 @@ impl Seg {
                 cas: new_cas,
             };
             let after = self.must_exceed(old.as_ref().map_or(0, |o| o.cas), hint);
-            let Some(new_loc) = self.write_or_oom(&new, after) else {
+            let Some(written) = self.write_or_oom(&new, after) else {
                 if mode == Mode::Set {
                     // memcached drops the old value when a set cannot be stored.
                     self.delete_impl(key, &DeleteOpts::default());
@@ -381,7 +382,7 @@ impl Seg {
                     let mut l = self.index.lock(h);
                     let cur = self.find_live_locked(&mut l, h, key).ok();
                     if new_cas.is_none() {
-                        if let Err(need) = self.check_order(&l, cur.map(|c| c.1), new_loc) {
+                        if let Err(need) = self.check_order(&l, cur.map(|c| c.1), written.cas) {
                             // Out of order (written in an older segment than the
                             // key's last version): the copy stays unlinked, and
                             // the next one carries a unique above `need`.
@@ -389,15 +390,13 @@ impl Seg {
                             continue;
                         }
                     }
-                    self.link(&mut l, h, cur, new_loc);
+                    self.link(&mut l, h, cur, written.loc);
                     l.counts.total_items += 1;
-                    // SAFETY: just linked in the locked partition.
-                    let (d, v) = unsafe { self.descs.view(new_loc) };
-                    return StoreResult::Stored(d.cas_of(new_loc, &v, self.use_cas));
+                    return StoreResult::Stored(if self.use_cas { written.cas } else { 0 });
                 }
                 _ => old.as_ref().map(|o| o.loc),
             };
-            match self.link_if_current(h, key, expect, new_loc, true, new_cas.is_none()) {
+            match self.link_if_current(h, key, expect, written, true, new_cas.is_none()) {
                 Ok((cas, _)) => return StoreResult::Stored(cas),
                 Err(need) => hint = need,
             }
@@ -442,7 +441,7 @@ impl Seg {
                 cas: opts.new_cas.filter(|_| self.use_cas),
             };
             let after = self.must_exceed(old.cas, hint);
-            let Some(new_loc) = self.write_or_oom(&new, after) else {
+            let Some(written) = self.write_or_oom(&new, after) else {
                 // No memory for the copy: mark the item itself, keeping its CAS.
                 let mut l = self.index.lock(h);
                 if let Ok((_, loc)) = self.find_live_locked(&mut l, h, key) {
@@ -458,7 +457,7 @@ impl Seg {
                 return DeleteResult::NotFound;
             };
             let order = opts.new_cas.is_none();
-            match self.link_if_current(h, key, Some(old.loc), new_loc, false, order) {
+            match self.link_if_current(h, key, Some(old.loc), written, false, order) {
                 Ok((cas, _)) => return DeleteResult::Invalidated(cas),
                 Err(need) => hint = need,
             }
@@ -487,10 +486,10 @@ impl Seg {
                         state: self.new_state(),
                         cas: new_cas,
                     };
-                    let Some(new_loc) = self.write_or_oom(&new, hint) else {
+                    let Some(written) = self.write_or_oom(&new, hint) else {
                         return Delta::OutOfMemory;
                     };
-                    match self.link_if_current(h, key, None, new_loc, true, order) {
+                    match self.link_if_current(h, key, None, written, true, order) {
                         Ok((cas, _)) => {
                             return Delta::Value(Counter {
                                 value: viv.initial,
@@ -542,10 +541,10 @@ impl Seg {
                 cas: new_cas,
             };
             let after = self.must_exceed(old.cas, hint);
-            let Some(new_loc) = self.write_or_oom(&new, after) else {
+            let Some(written) = self.write_or_oom(&new, after) else {
                 return Delta::OutOfMemory;
             };
-            match self.link_if_current(h, key, Some(old.loc), new_loc, !in_place, order) {
+            match self.link_if_current(h, key, Some(old.loc), written, !in_place, order) {
                 Ok((cas, _)) => {
                     return Delta::Value(Counter {
                         value: n,

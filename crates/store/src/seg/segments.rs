@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, 
 use std::sync::{Arc, OnceLock};
 
 use super::index::{Loc, MAX_SEGMENTS};
-use super::item::{View, ATIME_MASK};
+use super::item::{self, View, ATIME_MASK};
 use super::mapfile::MemFile;
 use crate::clock::RelTime;
 use crate::Fetch;
@@ -199,6 +199,22 @@ impl Descs {
         // SAFETY: per the contract the segment's memory is live and holds a
         // published item at `loc.off`.
         (d, unsafe { View::read(base.add(loc.off as usize)) })
+    }
+
+    /// The CAS unique of the item at `loc`, as [`Desc::cas_of`] gives it, reading
+    /// only the item's header.
+    ///
+    /// # Safety
+    /// As [`Descs::view`].
+    pub unsafe fn cas_at(&self, loc: Loc, use_cas: bool) -> u64 {
+        if !use_cas {
+            return 0;
+        }
+        let d = self.get(loc.seg);
+        let base = d.ptr.load(Ordering::Acquire);
+        // SAFETY: as in `view`.
+        unsafe { item::explicit_cas(base.add(loc.off as usize)) }
+            .unwrap_or_else(|| derived_cas(d.gen.load(Ordering::Relaxed), loc.off))
     }
 }
 

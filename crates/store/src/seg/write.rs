@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::arena::{Active, Arena};
+use super::arena::{Active, Arena, Written};
 use super::epoch;
 use super::index::Loc;
 use super::item;
@@ -59,7 +59,7 @@ impl Seg {
     /// gets one ([`Seg::next_unique`], 8 bytes) only when its place's derived
     /// unique is not above `after`: in a segment opened before the one that holds
     /// the key's last version (another TTL group or region).
-    pub(super) fn write_item(&self, new: &item::New<'_>, after: u64) -> Option<Loc> {
+    pub(super) fn write_item(&self, new: &item::New<'_>, after: u64) -> Option<Written> {
         let size = new.size();
         if size > self.large_min as usize {
             // A segment of its own, opened now: its generation is above every
@@ -70,7 +70,10 @@ impl Seg {
         let b = ttl_bucket(new.exptime, now);
         let mut region = self.regions[REGION.with(|r| *r)].lock();
         let size = size as u32;
-        let mut a = self.active_fitting(&mut region, b, size)?;
+        let mut a = match region[b] {
+            Some(a) if a.fits(size) => a,
+            _ => self.active_fitting(&mut region, b, size)?,
+        };
         let paid;
         let ordered = || {
             let gen = self.descs.get(a.seg).gen.load(Ordering::Relaxed);
@@ -94,14 +97,15 @@ impl Seg {
         // SAFETY: the region owns `a` (it is this region's active segment, and the
         // region is locked): bytes from `a.off` on are written by no one else and
         // read by no one until linked.
-        let loc = unsafe { a.append(&self.descs, new, size) };
+        let written = unsafe { a.append(&self.descs, new, size) };
         region[b] = Some(a);
-        Some(loc)
+        Some(written)
     }
 
     /// The region's active segment of TTL group `b` if `size` more bytes fit in
     /// it, else a fresh one (the old one sealed). Takes it out of the region: the
     /// caller puts it back after writing.
+    #[cold]
     fn active_fitting(&self, region: &mut Region, b: usize, size: u32) -> Option<Active> {
         match region[b].take() {
             Some(a) if a.fits(size) => Some(a),
@@ -117,7 +121,7 @@ impl Seg {
     }
 
     /// An item too large for a shared segment gets a segment of its own size.
-    fn write_large(&self, new: &item::New<'_>, size: usize) -> Option<Loc> {
+    fn write_large(&self, new: &item::New<'_>, size: usize) -> Option<Written> {
         let cap = u32::try_from(size).ok()?;
         let id = {
             let mut arena = self.arena.lock();
@@ -135,11 +139,16 @@ impl Seg {
         // A large item's own segment is in the small queue (its descriptor's `main`
         // flag may be left from an earlier use).
         self.arena.lock().enqueue(&self.descs, id, false);
-        Some(Loc { seg: id, off: 0 })
+        Some(Written {
+            loc: Loc { seg: id, off: 0 },
+            cas: new
+                .cas
+                .unwrap_or_else(|| derived_cas(d.gen.load(Ordering::Relaxed), 0)),
+        })
     }
 
     /// Writes `new` (`after` as for [`Seg::write_item`]), counting out-of-memory.
-    pub(super) fn write_or_oom(&self, new: &item::New<'_>, after: u64) -> Option<Loc> {
+    pub(super) fn write_or_oom(&self, new: &item::New<'_>, after: u64) -> Option<Written> {
         let loc = self.write_item(new, after);
         if loc.is_none() {
             self.counters.outofmemory.fetch_add(1, Ordering::Relaxed);
