@@ -344,7 +344,7 @@ fn a_warm_restart_keeps_the_order() {
         item_size_max: 1024 * 1024,
         hash_seed: None,
     };
-    let s = open_memory_file(cfg.clone(), &p).expect("open");
+    let s = open_memory_file(cfg, &p).expect("open");
     let now = s.seg.clock().now();
     let mut uniques = Vec::new();
     for i in 0..12 {
