@@ -14,7 +14,8 @@
 //! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
 //! and the CAS unique takes 8 only when it cannot be derived from the item's place
 //! (see `Desc::cas_of` in segments.rs): when an item was moved by eviction or
-//! compaction, or given an explicit CAS.
+//! compaction, was given an explicit CAS, or is a new version whose place derives
+//! a unique no larger than its key's last one (`Seg::next_unique`).
 //! Everything but `exptime` and `state` is written once, before the item is
 //! published in the index, and never changed while the item is reachable.
 //!

@@ -35,13 +35,16 @@
 //! ```text
 //!   file          holds                                                  lock held
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
+//!                 and next_unique (the uniques a place cannot order); its
+//!                 unit tests: tests.rs, cas_tests.rs, persist_tests.rs
 //!   persist.rs    warm restart (-e): open_memory_file, restore, save     none (all threads stopped)
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
 //!   upkeep.rs     maintain (expiry, flush sweep, index shrink), flush_all none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
 //!   write.rs      regions, write_item, take_segment, make_room           none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
-//!   link.rs       find_live_locked, link, unlink, link_if_current        partition
+//!   link.rs       find_live_locked, link, unlink, link_if_current,       partition
+//!                 check_order (a new version's unique above the key's past)
 //!   ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ below: no Seg ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─
 //!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active    arena
 //!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
