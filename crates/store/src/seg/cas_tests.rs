@@ -240,7 +240,10 @@ fn eviction_and_compaction_keep_the_order() {
 
 #[test]
 fn a_client_given_unique_is_kept_and_the_next_version_follows_memcached() {
-    let (e, _) = engine(64 << 20, true);
+    let (e, clock) = engine(64 << 20, true);
+    set(&e, b"fill", 0, b"v");
+    // The version before the client's unique sits in the newest segment.
+    let before = set(&e, b"e", clock.now() + 100, b"v");
     let opts = StoreOpts {
         new_cas: Some(1 << 62),
         ..StoreOpts::default()
@@ -249,9 +252,11 @@ fn a_client_given_unique_is_kept_and_the_next_version_follows_memcached() {
         e.store(Mode::Set, b"e", 0, 0, b"v", &opts),
         StoreResult::Stored(1 << 62)
     );
-    // memcached's next version takes its counter's next value, below the client's.
+    // memcached's next version takes its counter's next value: below the client's,
+    // above the version before it, though this one lands in an older segment.
     let next = set(&e, b"e", 0, b"v");
     assert!(next < 1 << 62);
+    assert!(next > before);
     let small = StoreOpts {
         new_cas: Some(7),
         ..StoreOpts::default()

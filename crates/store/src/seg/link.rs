@@ -211,6 +211,20 @@ impl Seg {
         }
     }
 
+    /// A version with a client's unique (`E`) replaces `cur`: memcached's counter
+    /// still orders the key's next version after `cur`, which the new unique may
+    /// not do, so `cur`'s unique joins the partition's floor (unless the new item
+    /// is the same version: a touch's copy).
+    pub(super) fn keep_past(&self, l: &mut Locked<'_>, cur: Option<Loc>, new_cas: u64) {
+        if let Some(loc) = cur.filter(|_| self.use_cas) {
+            // SAFETY: linked in the locked partition.
+            let cas = unsafe { self.descs.cas_at(loc, true) };
+            if cas != new_cas {
+                self.raise_floor(l, cas);
+            }
+        }
+    }
+
     /// Links the new item `new` in place of the item at `old` if that is still the live item
     /// for `key` (counting a new item in `total_items` if `count`), and, if `order`
     /// (a new version whose unique the engine gives), if its unique orders after
@@ -234,6 +248,9 @@ impl Seg {
         }
         if cur_loc != old {
             return Err(0);
+        }
+        if !order {
+            self.keep_past(&mut l, cur_loc, new.cas);
         }
         self.link(&mut l, h, cur, new.loc);
         if count {

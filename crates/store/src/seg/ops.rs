@@ -381,14 +381,15 @@ impl Seg {
                 Mode::Set => {
                     let mut l = self.index.lock(h);
                     let cur = self.find_live_locked(&mut l, h, key).ok();
-                    if new_cas.is_none() {
-                        if let Err(need) = self.check_order(&l, cur.map(|c| c.1), written.cas) {
-                            // Out of order (written in an older segment than the
-                            // key's last version): the copy stays unlinked, and
-                            // the next one carries a unique above `need`.
-                            hint = need;
-                            continue;
-                        }
+                    let cur_loc = cur.map(|c| c.1);
+                    if new_cas.is_some() {
+                        self.keep_past(&mut l, cur_loc, written.cas);
+                    } else if let Err(need) = self.check_order(&l, cur_loc, written.cas) {
+                        // Out of order (written in an older segment than the key's
+                        // last version): the copy stays unlinked, and the next one
+                        // carries a unique above `need`.
+                        hint = need;
+                        continue;
                     }
                     self.link(&mut l, h, cur, written.loc);
                     l.counts.total_items += 1;
