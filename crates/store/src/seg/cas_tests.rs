@@ -12,18 +12,7 @@ use std::collections::HashMap;
 use super::*;
 use crate::{Counter, DeleteOpts, DeltaOpts, Mode, StoreOpts, StoreResult};
 
-fn engine(limit: u64, evict: bool) -> (Seg, Arc<Clock>) {
-    let clock = Arc::new(Clock::new());
-    clock.set(100);
-    let cfg = Config {
-        limit_bytes: limit,
-        evict,
-        use_cas: true,
-        item_size_max: 1024 * 1024,
-        hash_seed: None,
-    };
-    (Seg::new(cfg, Arc::clone(&clock)), clock)
-}
+use super::tests::engine;
 
 fn set(e: &Seg, key: &[u8], exptime: RelTime, value: &[u8]) -> u64 {
     match e.store(Mode::Set, key, 0, exptime, value, &StoreOpts::default()) {
