@@ -100,7 +100,10 @@ pub enum Mode {
 /// The result of a storage request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreResult {
-    /// Stored; the new item's CAS unique.
+    /// Stored; the new item's CAS unique: larger than every unique the key had
+    /// before (memcached's one counter orders them so; meta `I` relies on it),
+    /// unless a client gave one of its own (`E`), which the next version of the key
+    /// need not exceed, as in memcached.
     Stored(u64),
     /// Add on a live key, or replace/append/prepend on a missing one.
     NotStored,

@@ -237,6 +237,22 @@ fn check_cas(got: u64, explicit: Option<u64>) -> bool {
     }
 }
 
+/// An engine-chosen unique must also exceed every one the engine gave the key before
+/// (memcached's one counter orders them, deleted versions included); a client's (`E`)
+/// is taken as given, and the next version need not exceed it. Records `got`.
+fn ordered(past: &mut HashMap<Vec<u8>, u64>, key: &[u8], got: u64, explicit: Option<u64>) -> bool {
+    if !check_cas(got, explicit) {
+        return false;
+    }
+    if explicit.is_some() {
+        return true;
+    }
+    let last = past.entry(key.to_vec()).or_insert(0);
+    let ok = got > *last;
+    *last = got;
+    ok
+}
+
 fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
     let clock = Arc::new(Clock::new());
     clock.set(10);
@@ -254,6 +270,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
         now: 10,
         ..Model::default()
     };
+    let mut past = HashMap::new();
     for (step, op) in ops.into_iter().enumerate() {
         let now = m.now;
         match op {
@@ -321,7 +338,10 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                 };
                 match (got, want) {
                     (StoreResult::Stored(cas), Ok(Some(mut it))) => {
-                        prop_assert!(check_cas(cas, new_cas), "step {step}: cas {cas}");
+                        prop_assert!(
+                            ordered(&mut past, &key, cas, new_cas),
+                            "step {step}: cas {cas}"
+                        );
                         it.cas = cas;
                         m.map.insert(key, it);
                     }
@@ -349,6 +369,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                     (StoreResult::Exists, Some(_), false) => {}
                     (StoreResult::Stored(cas), Some(_), true) => {
                         prop_assert_ne!(cas, unique, "step {}: cas unchanged", step);
+                        prop_assert!(ordered(&mut past, &key, cas, None), "step {step}: order");
                         let mut it = Item::new(v, 7, 0, now);
                         it.cas = cas;
                         m.map.insert(key, it);
@@ -423,7 +444,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                             let Some(s) = seen else {
                                 return Err(TestCaseError::fail(format!("step {step}: no visit")));
                             };
-                            prop_assert!(check_cas(s.2, new_cas), "step {}", step);
+                            prop_assert!(ordered(&mut past, &key, s.2, new_cas), "step {}", step);
                             prop_assert_eq!(
                                 (s.0, s.1, s.3, s.4, s.5, s.6, s.7, s.8),
                                 (Vec::new(), 0, 0, now, false, false, false, true),
@@ -491,7 +512,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                     (Some(it), DeleteResult::Invalidated(cas))
                         if invalidate && opts.compare_cas.is_none_or(|c| c == it.cas) =>
                     {
-                        prop_assert!(check_cas(cas, new_cas), "step {}", step);
+                        prop_assert!(ordered(&mut past, &key, cas, new_cas), "step {}", step);
                         let it = m.map.get_mut(&key).expect("live");
                         it.cas = cas;
                         it.stale = true;
@@ -528,7 +549,7 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                             let Delta::Value(c) = got else {
                                 return Err(TestCaseError::fail(format!("step {step}: {got:?}")));
                             };
-                            prop_assert!(check_cas(c.cas, new_cas), "step {}", step);
+                            prop_assert!(ordered(&mut past, &key, c.cas, new_cas), "step {}", step);
                             prop_assert_eq!((c.value, c.exptime, c.created), (v.initial, 0, true));
                             let mut it =
                                 Item::new(v.initial.to_string().into_bytes(), 0, v.exptime, now);
@@ -551,7 +572,11 @@ fn check(ops: Vec<Op>, make: Make) -> Result<(), TestCaseError> {
                                             "step {step}: {got:?}"
                                         )));
                                     };
-                                    prop_assert!(check_cas(c.cas, new_cas), "step {}", step);
+                                    prop_assert!(
+                                        ordered(&mut past, &key, c.cas, new_cas),
+                                        "step {}",
+                                        step
+                                    );
                                     prop_assert_eq!(
                                         (c.value, c.exptime, c.created),
                                         (n, old.exptime, false)

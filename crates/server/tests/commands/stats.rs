@@ -173,8 +173,9 @@ fn stats_counters_move() {
         &cat(&[&store("set", "e", 0, -1, b"x"), b"get e\r\n"]),
         b"STORED\r\nEND\r\n",
     );
-    // flush_all unlinks b and f at once (memcached 1.6.25+): plain misses, not
-    // get_flushed (1.6.18 counted two).
+    // flush_all unlinks b and f at once in memcached 1.6.25+ (plain misses) and
+    // lazily in 1.6.18 (get_flushed 2): get_flushed is left to today.rs, which runs
+    // against 1.6.45; get_misses counts both ways.
     c.call(
         &cat(&[&store("set", "f", 0, 0, b"x"), b"flush_all\r\nget b f\r\n"]),
         b"STORED\r\nOK\r\nEND\r\n",
@@ -194,7 +195,6 @@ fn stats_counters_move() {
         ("get_hits", 4),
         ("get_misses", 4),
         ("get_expired", 1),
-        ("get_flushed", 0),
         ("delete_hits", 1),
         ("delete_misses", 1),
         ("incr_hits", 1),

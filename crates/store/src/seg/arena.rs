@@ -18,12 +18,20 @@ use super::epoch;
 use super::fifo::Fifo;
 use super::index::{Loc, MAX_SEGMENTS};
 use super::item;
-use super::segments::Descs;
+use super::segments::{derived_cas, Descs};
 use crate::clock::RelTime;
 use crate::SegmentStats;
 
 /// Sealed segments `stats` looks through for the oldest of each kind.
 const AGE_SCAN_MAX: usize = 1024;
+
+/// Where a new item went, and its CAS unique as [`super::segments::Desc::cas_of`]
+/// gives it with CAS on (the caller, who knows whether it is, reports 0 if not).
+#[derive(Clone, Copy)]
+pub struct Written {
+    pub loc: Loc,
+    pub cas: u64,
+}
 
 /// An open segment being filled.
 #[derive(Clone, Copy)]
@@ -57,7 +65,7 @@ impl Active {
     /// region is locked, or it is the reinsertion segment and the arena is locked):
     /// bytes from `off` on are written by no one else and read by no one until
     /// linked. `descs` is the table that holds its descriptor.
-    pub unsafe fn append(&mut self, descs: &Descs, new: &item::New<'_>, size: u32) -> Loc {
+    pub unsafe fn append(&mut self, descs: &Descs, new: &item::New<'_>, size: u32) -> Written {
         debug_assert!(self.fits(size));
         let d = descs.get(self.seg);
         let base = d.ptr.load(Ordering::Acquire);
@@ -70,7 +78,12 @@ impl Active {
             off: self.off,
         };
         self.off += size;
-        loc
+        Written {
+            loc,
+            cas: new
+                .cas
+                .unwrap_or_else(|| derived_cas(d.gen.load(Ordering::Relaxed), loc.off)),
+        }
     }
 }
 

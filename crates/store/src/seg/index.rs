@@ -327,6 +327,11 @@ pub struct Counts {
     pub bytes: u64,
     /// Items ever linked by a store (memcached's total_items).
     pub total_items: u64,
+    /// The largest engine-given CAS unique of the items that left this partition
+    /// (deleted, evicted, expired, flushed): a new version of any key here gets a
+    /// larger one, so a key deleted and stored again still orders after its past
+    /// (memcached's one counter does that).
+    pub floor: u64,
 }
 
 pub struct Index {
@@ -485,6 +490,7 @@ impl Index {
             c.items += pc.items;
             c.bytes += pc.bytes;
             c.total_items += pc.total_items;
+            c.floor = c.floor.max(pc.floor);
         }
         c
     }

@@ -14,7 +14,8 @@
 //! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
 //! and the CAS unique takes 8 only when it cannot be derived from the item's place
 //! (see `Desc::cas_of` in segments.rs): when an item was moved by eviction or
-//! compaction, or given an explicit CAS.
+//! compaction, was given an explicit CAS, or is a new version whose place derives
+//! a unique no larger than its key's last one (`Seg::next_unique`).
 //! Everything but `exptime` and `state` is written once, before the item is
 //! published in the index, and never changed while the item is reachable.
 //!
@@ -202,6 +203,28 @@ impl New<'_> {
     }
 }
 
+/// The stored CAS of the item at `src`, if it carries one: [`View::read`]'s
+/// `explicit_cas` from the header alone (the check of a new version's order reads
+/// two items' uniques and nothing else of them).
+///
+/// # Safety
+/// As [`View::read`].
+pub unsafe fn explicit_cas(src: *const u8) -> Option<u64> {
+    // SAFETY: per the contract the header and the fields it announces lie inside
+    // the item, written before publication and not changed since.
+    unsafe {
+        let w0 = (src as *const u32).read();
+        if w0 & HAS_CAS == 0 {
+            return None;
+        }
+        let before = [HAS_EXP, LONG, HAS_FLAGS]
+            .iter()
+            .filter(|&&bit| w0 & bit != 0)
+            .count();
+        Some((src.add(HEADER + 4 * before) as *const u64).read_unaligned())
+    }
+}
+
 /// A view of a published item.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -330,6 +353,8 @@ mod tests {
         assert_eq!(v.value, &joined[..]);
         assert_eq!(v.flags, flags);
         assert_eq!(v.explicit_cas, cas);
+        // SAFETY: as above.
+        assert_eq!(unsafe { explicit_cas(p) }, cas);
         assert_eq!(v.exptime(), exptime);
         assert_eq!(v.state(), 5 | FETCHED);
         assert_eq!(v.size, n.size());

@@ -13,6 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::arena::Written;
 use super::index::{Loc, Locked, SlotPos};
 use super::item::{View, ACCESSED, ATIME_MASK, FETCHED};
 use super::segments::Life;
@@ -31,6 +32,7 @@ impl Seg {
     pub(super) fn unlink(&self, l: &mut Locked<'_>, pos: SlotPos, loc: Loc, why: Option<Life>) {
         // SAFETY: `loc` is linked in the locked partition.
         let (d, v) = unsafe { self.descs.view(loc) };
+        self.raise_floor(l, d.cas_of(loc, &v, self.use_cas));
         l.remove(pos);
         l.counts.items = l.counts.items.saturating_sub(1);
         l.counts.bytes = l.counts.bytes.saturating_sub(v.size as u64);
@@ -135,6 +137,7 @@ impl Seg {
                     // SAFETY: it was linked in this locked partition until just now,
                     // and its segment is not reused while we hold the lock.
                     let (d, v) = unsafe { self.descs.view(victim) };
+                    self.raise_floor(l, d.cas_of(victim, &v, self.use_cas));
                     self.report_eviction(&v);
                     d.live.fetch_sub(v.size as u64, Ordering::Relaxed);
                     l.counts.items = l.counts.items.saturating_sub(1);
@@ -176,29 +179,83 @@ impl Seg {
         why.fetch()
     }
 
-    /// Links `new_loc` in place of the item at `old` if that is still the live item
-    /// for `key` (counting a new item in `total_items` if `count`); None when it
-    /// changed meanwhile (the caller reads again). Returns the new item's CAS unique
-    /// and the partition, still locked.
+    /// Raises the partition's floor (see `Counts::floor`) for an item with unique
+    /// `cas` that leaves it.
+    fn raise_floor(&self, l: &mut Locked<'_>, cas: u64) {
+        if self.use_cas && cas > l.counts.floor && self.is_ours(cas) {
+            l.counts.floor = cas;
+        }
+    }
+
+    /// Whether the new version with unique `new_cas` may replace `cur` (the key's live item,
+    /// if any) in time order: Ok when its unique exceeds `cur`'s and the
+    /// partition's floor, else Err with what it must exceed, for the caller to
+    /// write it again ([`Seg::write_item`]'s `after`).
+    pub(super) fn check_order(
+        &self,
+        l: &Locked<'_>,
+        cur: Option<Loc>,
+        new_cas: u64,
+    ) -> Result<(), u64> {
+        if !self.use_cas {
+            return Ok(());
+        }
+        // SAFETY: linked in the locked partition.
+        let cur_cas = cur.map_or(0, |loc| unsafe { self.descs.cas_at(loc, true) });
+        let need = self.must_exceed(cur_cas, l.counts.floor);
+        if need == 0 || new_cas > need {
+            Ok(())
+        } else {
+            self.counters.rewritten.fetch_add(1, Ordering::Relaxed);
+            Err(need)
+        }
+    }
+
+    /// A version with a client's unique (`E`) replaces `cur`: memcached's counter
+    /// still orders the key's next version after `cur`, which the new unique may
+    /// not do, so `cur`'s unique joins the partition's floor (unless the new item
+    /// is the same version: a touch's copy).
+    pub(super) fn keep_past(&self, l: &mut Locked<'_>, cur: Option<Loc>, new_cas: u64) {
+        if let Some(loc) = cur.filter(|_| self.use_cas) {
+            // SAFETY: linked in the locked partition.
+            let cas = unsafe { self.descs.cas_at(loc, true) };
+            if cas != new_cas {
+                self.raise_floor(l, cas);
+            }
+        }
+    }
+
+    /// Links the new item `new` in place of the item at `old` if that is still the live item
+    /// for `key` (counting a new item in `total_items` if `count`), and, if `order`
+    /// (a new version whose unique the engine gives), if its unique orders after
+    /// the key's past ([`Seg::check_order`]). Returns the new item's CAS unique and
+    /// the partition, still locked; else Err with what the unique of the caller's
+    /// next try must exceed (the caller reads again and writes a new copy).
     pub(super) fn link_if_current(
         &self,
         h: u64,
         key: &[u8],
         old: Option<Loc>,
-        new_loc: Loc,
+        new: Written,
         count: bool,
-    ) -> Option<(u64, Locked<'_>)> {
+        order: bool,
+    ) -> Result<(u64, Locked<'_>), u64> {
         let mut l = self.index.lock(h);
         let cur = self.find_live_locked(&mut l, h, key).ok();
-        if cur.map(|(_, loc)| loc) != old {
-            return None;
+        let cur_loc = cur.map(|(_, loc)| loc);
+        if order {
+            self.check_order(&l, cur_loc, new.cas)?;
         }
-        self.link(&mut l, h, cur, new_loc);
+        if cur_loc != old {
+            return Err(0);
+        }
+        if !order {
+            self.keep_past(&mut l, cur_loc, new.cas);
+        }
+        self.link(&mut l, h, cur, new.loc);
         if count {
             l.counts.total_items += 1;
         }
-        // SAFETY: just linked in the locked partition.
-        let (d, v) = unsafe { self.descs.view(new_loc) };
-        Some((d.cas_of(new_loc, &v, self.use_cas), l))
+        Ok((if self.use_cas { new.cas } else { 0 }, l))
     }
 }

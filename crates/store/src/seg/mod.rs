@@ -35,13 +35,16 @@
 //! ```text
 //!   file          holds                                                  lock held
 //!   mod.rs        Seg, its constructor, the Engine impl (lock-free get)  none
+//!                 and next_unique (the uniques a place cannot order); its
+//!                 unit tests: tests.rs, cas_tests.rs, persist_tests.rs
 //!   persist.rs    warm restart (-e): open_memory_file, restore, save     none (all threads stopped)
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
 //!   upkeep.rs     maintain (expiry, flush sweep, index shrink), flush_all none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
 //!   write.rs      regions, write_item, take_segment, make_room           none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
-//!   link.rs       find_live_locked, link, unlink, link_if_current        partition
+//!   link.rs       find_live_locked, link, unlink, link_if_current,       partition
+//!                 check_order (a new version's unique above the key's past)
 //!   ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ below: no Seg ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─
 //!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active    arena
 //!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
@@ -115,6 +118,12 @@ struct Counters {
     reinserted: AtomicU64,
     /// Mostly dead segments compacted and reused instead of growing the arena.
     compacted: AtomicU64,
+    /// New versions whose place did not order their CAS unique after the key's
+    /// past, so that they carry one ([`Seg::next_unique`]).
+    explicit_cas: AtomicU64,
+    /// New versions written again because a link found them out of order (a set
+    /// learns the key's last unique only when it links).
+    rewritten: AtomicU64,
 }
 
 pub struct Seg {
@@ -140,6 +149,10 @@ pub struct Seg {
     /// Generation counter for segments and flushes (starts at 1). SeqCst-free: each
     /// value is taken with fetch_add and compared only with other values of it.
     gen: AtomicU64,
+    /// The last unique [`Seg::next_unique`] gave out. Only changed by its
+    /// compare-exchange loop, so the values it gives are distinct and increasing;
+    /// Relaxed, as `gen` (see `next_unique` for why the loads suffice).
+    explicit: AtomicU64,
     /// What flush_all invalidated: the flushed generation and `oldest_live`.
     flush: Flush,
     /// Delayed flushes requested / swept by `maintain`. Relaxed: a sweep that runs
@@ -178,6 +191,7 @@ impl Seg {
                 .map(|_| Mutex::new([None; TTL_BUCKETS]))
                 .collect(),
             gen: AtomicU64::new(1),
+            explicit: AtomicU64::new(0),
             flush: Flush::default(),
             flush_seq: AtomicU64::new(0),
             swept_seq: AtomicU64::new(0),
@@ -213,6 +227,69 @@ impl Seg {
 
     fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash(key)
+    }
+
+    /// Whether `cas` is a unique this engine gave (derived from a place or from
+    /// [`Seg::next_unique`]): all are below the next generation's range. A larger
+    /// one came from a client (`E`), and, as with memcached's counter, the next
+    /// version of its key need not exceed it.
+    fn is_ours(&self, cas: u64) -> bool {
+        cas < self.gen.load(Ordering::Relaxed) << segments::PLACE_BITS
+    }
+
+    /// What a new version of a key must exceed: its current unique `cur` (0 for
+    /// none) when that is ours, and what left its partition (`floor`).
+    fn must_exceed(&self, cur: u64, floor: u64) -> u64 {
+        if self.use_cas && self.is_ours(cur) {
+            cur.max(floor)
+        } else {
+            floor
+        }
+    }
+
+    /// A unique no place derives and none given before, larger than `above` and
+    /// than every unique derived so far: for a new version whose place's unique
+    /// does not exceed its key's past. In the newest generation's range above its
+    /// places (from [`segments::EXPLICIT_LOW`]), or, when that range is used up,
+    /// in a generation taken for it that no segment will have. Every unique that
+    /// `above` can be was given before this call, so the `gen` loaded here is at
+    /// least the one it was derived from.
+    fn next_unique(&self, above: u64) -> u64 {
+        use segments::{EXPLICIT_LOW, PLACE_BITS};
+        self.counters.explicit_cas.fetch_add(1, Ordering::Relaxed);
+        let low = (1u64 << PLACE_BITS) - 1;
+        let mut last = self.explicit.load(Ordering::Relaxed);
+        loop {
+            let newest = self.gen.load(Ordering::Relaxed) - 1;
+            let mut next = (last + 1)
+                .max(above.saturating_add(1))
+                .max(newest << PLACE_BITS | EXPLICIT_LOW);
+            if next & low < EXPLICIT_LOW {
+                // Past the top of a generation's range: a fresh generation.
+                let fresh = self.gen.fetch_add(1, Ordering::Relaxed);
+                next = (fresh << PLACE_BITS | EXPLICIT_LOW).max(next);
+            }
+            match self.explicit.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(x) => last = x,
+            }
+        }
+    }
+
+    /// New versions that carry their unique because their place's did not order
+    /// after the key's past (for the tests that measure how often).
+    pub fn explicit_cas_count(&self) -> u64 {
+        self.counters.explicit_cas.load(Ordering::Relaxed)
+    }
+
+    /// New versions written again because their first copy linked out of order.
+    pub fn rewritten_count(&self) -> u64 {
+        self.counters.rewritten.load(Ordering::Relaxed)
     }
 
     /// Prepares segment `id` for writing (a fresh generation, empty counters), as a
@@ -383,6 +460,8 @@ impl Engine for Seg {
     }
 }
 
+#[cfg(test)]
+mod cas_tests;
 #[cfg(test)]
 mod persist_tests;
 #[cfg(test)]

@@ -15,6 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::arena::Written;
 use super::epoch;
 use super::index::Loc;
 use super::item::{self, View, ACCESSED, ATIME_MASK, FETCHED, STALE, TOKEN_SENT};
@@ -162,7 +163,9 @@ impl Seg {
         visit: &mut dyn FnMut(Item<'_>) -> bool,
     ) -> Fetch {
         let h = self.hash(key);
-        let mut pending: Option<Loc> = None;
+        let mut pending: Option<Written> = None;
+        // What the vivified item's unique must exceed (what left the partition).
+        let mut after = 0;
         loop {
             let mut l = self.index.lock(h);
             let why = match self.find_live_locked(&mut l, h, key) {
@@ -182,7 +185,16 @@ impl Seg {
             let Some(ttl) = opts.vivify else {
                 return why;
             };
-            if let Some(new_loc) = pending {
+            let ordered = match pending {
+                Some(new) if opts.new_cas.is_none() => self.check_order(&l, None, new.cas),
+                _ => Ok(()),
+            };
+            if let Err(need) = ordered {
+                // Write it again, above what left the partition meanwhile.
+                after = need;
+                pending = None;
+            }
+            if let Some(Written { loc: new_loc, .. }) = pending {
                 self.link(&mut l, h, None, new_loc);
                 l.counts.total_items += 1;
                 // SAFETY: just linked in the locked partition.
@@ -198,6 +210,7 @@ impl Seg {
                 }
                 return Fetch::Hit;
             }
+            after = self.must_exceed(0, after.max(l.counts.floor));
             drop(l);
             let new = item::New {
                 key,
@@ -207,8 +220,8 @@ impl Seg {
                 state: self.new_state(),
                 cas: opts.new_cas.filter(|_| self.use_cas),
             };
-            match self.write_item(&new) {
-                Some(loc) => pending = Some(loc),
+            match self.write_item(&new, after) {
+                Some(w) => pending = Some(w),
                 None => {
                     self.counters.outofmemory.fetch_add(1, Ordering::Relaxed);
                     return why;
@@ -239,9 +252,10 @@ impl Seg {
         };
         // Out of memory under -M: the item keeps its old (unlimited) lifetime; the
         // touch still reports success, as it found the item.
-        if let Some(new_loc) = self.write_or_oom(&new) {
+        // The same version (a touch keeps the unique): no order to check.
+        if let Some(written) = self.write_or_oom(&new, 0) {
             // A failed link means a writer replaced the item meanwhile: see above.
-            let _ = self.link_if_current(h, key, Some(loc), new_loc, false);
+            let _ = self.link_if_current(h, key, Some(loc), written, false, false);
         }
     }
 
@@ -268,6 +282,9 @@ impl Seg {
         // A plain set replaces whatever is there (decided under the partition lock
         // below); the other modes decide on the item they read here.
         let copy_value = matches!(mode, Mode::Append | Mode::Prepend);
+        // What the new version's unique must exceed, learnt from a link that found
+        // it out of order (a plain set learns it only then).
+        let mut hint = 0;
         loop {
             let old = match mode {
                 Mode::Set => None,
@@ -351,7 +368,8 @@ impl Seg {
                 state: new_state,
                 cas: new_cas,
             };
-            let Some(new_loc) = self.write_or_oom(&new) else {
+            let after = self.must_exceed(old.as_ref().map_or(0, |o| o.cas), hint);
+            let Some(written) = self.write_or_oom(&new, after) else {
                 if mode == Mode::Set {
                     // memcached drops the old value when a set cannot be stored.
                     self.delete_impl(key, &DeleteOpts::default());
@@ -363,16 +381,25 @@ impl Seg {
                 Mode::Set => {
                     let mut l = self.index.lock(h);
                     let cur = self.find_live_locked(&mut l, h, key).ok();
-                    self.link(&mut l, h, cur, new_loc);
+                    let cur_loc = cur.map(|c| c.1);
+                    if new_cas.is_some() {
+                        self.keep_past(&mut l, cur_loc, written.cas);
+                    } else if let Err(need) = self.check_order(&l, cur_loc, written.cas) {
+                        // Out of order (written in an older segment than the key's
+                        // last version): the copy stays unlinked, and the next one
+                        // carries a unique above `need`.
+                        hint = need;
+                        continue;
+                    }
+                    self.link(&mut l, h, cur, written.loc);
                     l.counts.total_items += 1;
-                    // SAFETY: just linked in the locked partition.
-                    let (d, v) = unsafe { self.descs.view(new_loc) };
-                    return StoreResult::Stored(d.cas_of(new_loc, &v, self.use_cas));
+                    return StoreResult::Stored(if self.use_cas { written.cas } else { 0 });
                 }
                 _ => old.as_ref().map(|o| o.loc),
             };
-            if let Some((cas, _)) = self.link_if_current(h, key, expect, new_loc, true) {
-                return StoreResult::Stored(cas);
+            match self.link_if_current(h, key, expect, written, true, new_cas.is_none()) {
+                Ok((cas, _)) => return StoreResult::Stored(cas),
+                Err(need) => hint = need,
             }
             // The item changed between the read and the link: the written copy stays
             // unlinked (dead bytes, reclaimed with its segment) and we start over.
@@ -398,6 +425,7 @@ impl Seg {
             return DeleteResult::Deleted;
         }
         // md I: a stale copy with a new CAS replaces the item.
+        let mut hint = 0;
         loop {
             let Ok(old) = self.snapshot(h, key, true) else {
                 return DeleteResult::NotFound;
@@ -413,7 +441,8 @@ impl Seg {
                 state: (old.state | STALE) & !TOKEN_SENT & !ACCESSED,
                 cas: opts.new_cas.filter(|_| self.use_cas),
             };
-            let Some(new_loc) = self.write_or_oom(&new) else {
+            let after = self.must_exceed(old.cas, hint);
+            let Some(written) = self.write_or_oom(&new, after) else {
                 // No memory for the copy: mark the item itself, keeping its CAS.
                 let mut l = self.index.lock(h);
                 if let Ok((_, loc)) = self.find_live_locked(&mut l, h, key) {
@@ -428,8 +457,10 @@ impl Seg {
                 }
                 return DeleteResult::NotFound;
             };
-            if let Some((cas, _)) = self.link_if_current(h, key, Some(old.loc), new_loc, false) {
-                return DeleteResult::Invalidated(cas);
+            let order = opts.new_cas.is_none();
+            match self.link_if_current(h, key, Some(old.loc), written, false, order) {
+                Ok((cas, _)) => return DeleteResult::Invalidated(cas),
+                Err(need) => hint = need,
             }
         }
     }
@@ -438,6 +469,8 @@ impl Seg {
     pub(super) fn delta_impl(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
         let h = self.hash(key);
         let new_cas = opts.new_cas.filter(|_| self.use_cas);
+        let order = new_cas.is_none();
+        let mut hint = 0;
         loop {
             let old = match self.snapshot(h, key, true) {
                 Ok(old) => old,
@@ -454,11 +487,11 @@ impl Seg {
                         state: self.new_state(),
                         cas: new_cas,
                     };
-                    let Some(new_loc) = self.write_or_oom(&new) else {
+                    let Some(written) = self.write_or_oom(&new, hint) else {
                         return Delta::OutOfMemory;
                     };
-                    match self.link_if_current(h, key, None, new_loc, true) {
-                        Some((cas, _)) => {
+                    match self.link_if_current(h, key, None, written, true, order) {
+                        Ok((cas, _)) => {
                             return Delta::Value(Counter {
                                 value: viv.initial,
                                 cas,
@@ -466,7 +499,10 @@ impl Seg {
                                 created: true,
                             })
                         }
-                        None => continue,
+                        Err(need) => {
+                            hint = need;
+                            continue;
+                        }
                     }
                 }
             };
@@ -505,17 +541,20 @@ impl Seg {
                 },
                 cas: new_cas,
             };
-            let Some(new_loc) = self.write_or_oom(&new) else {
+            let after = self.must_exceed(old.cas, hint);
+            let Some(written) = self.write_or_oom(&new, after) else {
                 return Delta::OutOfMemory;
             };
-            if let Some((cas, _)) = self.link_if_current(h, key, Some(old.loc), new_loc, !in_place)
-            {
-                return Delta::Value(Counter {
-                    value: n,
-                    cas,
-                    exptime: old.exptime,
-                    created: false,
-                });
+            match self.link_if_current(h, key, Some(old.loc), written, !in_place, order) {
+                Ok((cas, _)) => {
+                    return Delta::Value(Counter {
+                        value: n,
+                        cas,
+                        exptime: old.exptime,
+                        created: false,
+                    })
+                }
+                Err(need) => hint = need,
             }
         }
     }

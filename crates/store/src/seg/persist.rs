@@ -279,6 +279,10 @@ impl Seg {
             ));
         }
         self.gen.store(m.gen, Ordering::Relaxed);
+        // Uniques given before the save are below the next generation's range, so
+        // the next one given (`Seg::next_unique`) starts above it.
+        self.explicit
+            .store(m.gen << super::segments::PLACE_BITS, Ordering::Relaxed);
         self.flush.gen.store(m.flush_gen, Ordering::Release);
         self.flush
             .oldest_live

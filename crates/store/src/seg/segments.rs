@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, 
 use std::sync::{Arc, OnceLock};
 
 use super::index::{Loc, MAX_SEGMENTS};
-use super::item::{View, ATIME_MASK};
+use super::item::{self, View, ATIME_MASK};
 use super::mapfile::MemFile;
 use crate::clock::RelTime;
 use crate::Fetch;
@@ -25,9 +25,23 @@ pub const NEVER: u32 = u32::MAX;
 /// Descriptors per lazily allocated chunk of the descriptor table.
 const DESC_CHUNK: usize = 4096;
 
+/// Bits of a derived CAS unique below the segment's generation ([`Desc::cas_of`]).
+pub const PLACE_BITS: u32 = 24;
+/// Low parts of a unique from here up are never derived: an item's offset over 4 is
+/// below 2^18, as segments are at most 1 MiB ([`segment_bytes`]) and a large item
+/// sits at offset 0 of its own segment. `Seg::next_unique` gives out these, so an
+/// explicit unique is never the derived unique of any place.
+pub const EXPLICIT_LOW: u64 = 1 << 18;
+
+/// The unique an item at offset `off` of a segment of generation `gen` derives.
+pub fn derived_cas(gen: u64, off: u32) -> u64 {
+    gen << PLACE_BITS | u64::from(off >> 2)
+}
+
 /// Segment size for a memory limit: about 1/128 of it, a power of two between
 /// 64 KiB and 1 MiB, so that even `-m 8` has enough segments for every active region.
 pub fn segment_bytes(limit: u64) -> u32 {
+    // At most 1 MiB: derived uniques keep offsets below EXPLICIT_LOW.
     let target = (limit / 128).clamp(64 * 1024, 1024 * 1024);
     1u32 << (63 - target.leading_zeros())
 }
@@ -101,7 +115,7 @@ impl Desc {
             return 0;
         }
         v.explicit_cas
-            .unwrap_or_else(|| self.gen.load(Ordering::Relaxed) << 24 | u64::from(loc.off >> 2))
+            .unwrap_or_else(|| derived_cas(self.gen.load(Ordering::Relaxed), loc.off))
     }
 }
 
@@ -185,6 +199,22 @@ impl Descs {
         // SAFETY: per the contract the segment's memory is live and holds a
         // published item at `loc.off`.
         (d, unsafe { View::read(base.add(loc.off as usize)) })
+    }
+
+    /// The CAS unique of the item at `loc`, as [`Desc::cas_of`] gives it, reading
+    /// only the item's header.
+    ///
+    /// # Safety
+    /// As [`Descs::view`].
+    pub unsafe fn cas_at(&self, loc: Loc, use_cas: bool) -> u64 {
+        if !use_cas {
+            return 0;
+        }
+        let d = self.get(loc.seg);
+        let base = d.ptr.load(Ordering::Acquire);
+        // SAFETY: as in `view`.
+        unsafe { item::explicit_cas(base.add(loc.off as usize)) }
+            .unwrap_or_else(|| derived_cas(d.gen.load(Ordering::Relaxed), loc.off))
     }
 }
 

@@ -11,7 +11,7 @@ use super::write::ttl_bucket;
 use super::*;
 use crate::Counter;
 
-fn engine(limit: u64, evict: bool) -> (Seg, Arc<Clock>) {
+pub(super) fn engine(limit: u64, evict: bool) -> (Seg, Arc<Clock>) {
     let clock = Arc::new(Clock::new());
     clock.set(100);
     let cfg = Config {

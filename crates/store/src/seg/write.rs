@@ -14,11 +14,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::arena::{Active, Arena};
+use super::arena::{Active, Arena, Written};
 use super::epoch;
 use super::index::Loc;
 use super::item;
-use super::segments::expiry_bound;
+use super::segments::{derived_cas, expiry_bound};
 use super::Seg;
 use crate::clock::RelTime;
 
@@ -53,37 +53,75 @@ fn next_region() -> usize {
 impl Seg {
     /// Writes a new item and returns where; None when memory cannot be found.
     /// Must not be called while pinned or holding a partition lock.
-    pub(super) fn write_item(&self, new: &item::New<'_>) -> Option<Loc> {
+    ///
+    /// A new version of a key passes what its unique must exceed as `after` (0: no
+    /// bound; see `Seg::must_exceed`). An item without a unique of its own then
+    /// gets one ([`Seg::next_unique`], 8 bytes) only when its place's derived
+    /// unique is not above `after`: in a segment opened before the one that holds
+    /// the key's last version (another TTL group or region).
+    pub(super) fn write_item(&self, new: &item::New<'_>, after: u64) -> Option<Written> {
         let size = new.size();
         if size > self.large_min as usize {
+            // A segment of its own, opened now: its generation is above every
+            // unique given so far, `after` included.
             return self.write_large(new, size);
         }
-        let size = size as u32;
         let now = self.clock.now();
         let b = ttl_bucket(new.exptime, now);
         let mut region = self.regions[REGION.with(|r| *r)].lock();
+        let size = size as u32;
         let mut a = match region[b] {
             Some(a) if a.fits(size) => a,
+            _ => self.active_fitting(&mut region, b, size)?,
+        };
+        let paid;
+        let ordered = || {
+            let gen = self.descs.get(a.seg).gen.load(Ordering::Relaxed);
+            derived_cas(gen, a.off) > after
+        };
+        let (new, size) = if after != 0 && new.cas.is_none() && !ordered() {
+            paid = item::New {
+                cas: Some(self.next_unique(after)),
+                ..*new
+            };
+            let size = paid.size() as u32;
+            if !a.fits(size) {
+                // The 8 bytes do not fit: seal `a`, write in a fresh segment.
+                region[b] = Some(a);
+                a = self.active_fitting(&mut region, b, size)?;
+            }
+            (&paid, size)
+        } else {
+            (new, size)
+        };
+        // SAFETY: the region owns `a` (it is this region's active segment, and the
+        // region is locked): bytes from `a.off` on are written by no one else and
+        // read by no one until linked.
+        let written = unsafe { a.append(&self.descs, new, size) };
+        region[b] = Some(a);
+        Some(written)
+    }
+
+    /// The region's active segment of TTL group `b` if `size` more bytes fit in
+    /// it, else a fresh one (the old one sealed). Takes it out of the region: the
+    /// caller puts it back after writing.
+    #[cold]
+    fn active_fitting(&self, region: &mut Region, b: usize, size: u32) -> Option<Active> {
+        match region[b].take() {
+            Some(a) if a.fits(size) => Some(a),
             old => {
-                region[b] = None;
                 let mut arena = self.arena.lock();
                 if let Some(old) = old {
                     arena.seal(&self.descs, old);
                 }
                 let seg = self.take_segment(&mut arena)?;
-                Active::fresh(seg, self.seg_size)
+                Some(Active::fresh(seg, self.seg_size))
             }
-        };
-        // SAFETY: the region owns `a` (it is this region's active segment, and the
-        // region is locked): bytes from `a.off` on are written by no one else and
-        // read by no one until linked.
-        let loc = unsafe { a.append(&self.descs, new, size) };
-        region[b] = Some(a);
-        Some(loc)
+        }
     }
 
     /// An item too large for a shared segment gets a segment of its own size.
-    fn write_large(&self, new: &item::New<'_>, size: usize) -> Option<Loc> {
+    fn write_large(&self, new: &item::New<'_>, size: usize) -> Option<Written> {
         let cap = u32::try_from(size).ok()?;
         let id = {
             let mut arena = self.arena.lock();
@@ -101,12 +139,17 @@ impl Seg {
         // A large item's own segment is in the small queue (its descriptor's `main`
         // flag may be left from an earlier use).
         self.arena.lock().enqueue(&self.descs, id, false);
-        Some(Loc { seg: id, off: 0 })
+        Some(Written {
+            loc: Loc { seg: id, off: 0 },
+            cas: new
+                .cas
+                .unwrap_or_else(|| derived_cas(d.gen.load(Ordering::Relaxed), 0)),
+        })
     }
 
-    /// Writes `new`, counting out-of-memory.
-    pub(super) fn write_or_oom(&self, new: &item::New<'_>) -> Option<Loc> {
-        let loc = self.write_item(new);
+    /// Writes `new` (`after` as for [`Seg::write_item`]), counting out-of-memory.
+    pub(super) fn write_or_oom(&self, new: &item::New<'_>, after: u64) -> Option<Written> {
+        let loc = self.write_item(new, after);
         if loc.is_none() {
             self.counters.outofmemory.fetch_add(1, Ordering::Relaxed);
         }
