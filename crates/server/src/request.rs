@@ -342,9 +342,14 @@ impl Session {
                     out.extend_from_slice(r.unwrap_or_default());
                     (consumed, Flow::Next)
                 }
-                // Replies to earlier requests still go out, as memcached's do;
-                // nothing after this line is read.
-                Action::Close => (available, Flow::Hangup),
+                Action::Swallow(r, n) => {
+                    out.extend_from_slice(r.unwrap_or_default());
+                    self.swallow = n;
+                    (consumed, Flow::Swallow(n))
+                }
+                // memcached 1.6.45 closes at once: replies to earlier requests of the
+                // same read are dropped with the rest.
+                Action::Close => (available, Flow::Close),
             },
         };
         Some(Done {
@@ -543,6 +548,7 @@ fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
         // A refused data block follows its line; it was discarded, not parsed.
         pos += match &parsed {
             Ok(Request::TooLarge { swallow, .. })
+            | Err(text::Error::BadStoreLine { swallow, .. })
             | Ok(Request::Meta(Meta::SetTooLarge { swallow, .. }))
             | Ok(Request::Meta(Meta::Fail { swallow, .. })) => *swallow,
             _ => 0,
