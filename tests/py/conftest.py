@@ -7,7 +7,9 @@ run ever leaves a server behind. Readiness is polled with connect(), never a
 fixed sleep.
 
 Binaries:
-  memcached (the oracle)  MEMCACHED_BIN, else `memcached` on PATH, else /usr/bin/memcached
+  memcached (the oracle)  MEMCACHED_BIN, else memcached 1.6.45 at
+                          <repo>/../shared/memcached-1.6.45/bin/memcached (the release
+                          the suites pin), else `memcached` on PATH (Debian's 1.6.18)
   memcrab                 MEMCRAB_BIN, else <repo>/target/release/memcrab
 
 Validating the suites without memcrab: MEMCRAB_BIN=/usr/bin/memcached runs
@@ -53,8 +55,16 @@ def pytest_configure(config):
     )
 
 
+SHARED_MEMCACHED = REPO_ROOT.parent / "shared" / "memcached-1.6.45" / "bin" / "memcached"
+
+
 def memcached_bin() -> str:
-    path = os.environ.get("MEMCACHED_BIN") or shutil.which("memcached") or "/usr/bin/memcached"
+    path = (
+        os.environ.get("MEMCACHED_BIN")
+        or (str(SHARED_MEMCACHED) if os.access(SHARED_MEMCACHED, os.X_OK) else None)
+        or shutil.which("memcached")
+        or "/usr/bin/memcached"
+    )
     if not os.access(path, os.X_OK):
         pytest.fail(
             f"memcached (the oracle) not found at {path}: install Debian's memcached "

@@ -26,7 +26,6 @@
 //! a suspended multi-get or key dump got.
 
 use memcrab_proto::binary::{self as bin, Frame, Reject};
-use memcrab_proto::num::safe_strtoul;
 use memcrab_proto::text::admin::Admin;
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
@@ -40,6 +39,11 @@ use crate::startup::settings::{parse_config, Protocol, Settings};
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
 /// has no newline within this many bytes.
 const AUTH_LINE_MAX: usize = 2048;
+/// ... or whose line is shorter than this, `\r` included (`MIN_AUTH_REQ_LEN`,
+/// memcached 1.6.45).
+const AUTH_LINE_MIN: usize = 6;
+/// The longest auth token block memcached 1.6.45 accepts (`MAX_AUTH_REQ_LEN`).
+const AUTH_TOKEN_MAX: u32 = 16384;
 
 /// What one step did, when it served anything (a step that returns `None` found
 /// no complete request and consumed nothing: a stream waits for more bytes, a
@@ -347,9 +351,14 @@ impl Session {
                     out.extend_from_slice(r.unwrap_or_default());
                     (consumed, Flow::Next)
                 }
-                // Replies to earlier requests still go out, as memcached's do;
-                // nothing after this line is read.
-                Action::Close => (available, Flow::Hangup),
+                Action::Swallow(r, n) => {
+                    out.extend_from_slice(r.unwrap_or_default());
+                    self.swallow = n;
+                    (consumed, Flow::Swallow(n))
+                }
+                // memcached 1.6.45 closes at once: replies to earlier requests of the
+                // same read are dropped with the rest.
+                Action::Close => (available, Flow::Close),
             },
         };
         if let Some(p) = probe {
@@ -437,57 +446,55 @@ impl Session {
         })
     }
 
-    /// memcached's `try_read_command_asciiauth` (`-Y`): before authentication only
-    /// `set <key> <flags> <exptime> <bytes>` followed by `<user> <password>` is
-    /// served; every other line answers `CLIENT_ERROR unauthenticated`. The `set`
-    /// line and its token block are one request; a block that arrives later
-    /// completes it without counting again.
+    /// memcached 1.6.45's `try_read_command_asciiauth` (`-Y`): before
+    /// authentication only `set <key> <flags> <exptime> <bytes>` followed by
+    /// `<user> <password>` is served; a line too short to be one closes, every
+    /// other line answers `CLIENT_ERROR unauthenticated`. The `set` line and its
+    /// token block are one request; a block that arrives later completes it without
+    /// counting again.
     fn auth_step(&mut self, input: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) -> Option<Done> {
         let mut used = 0;
         let counted = self.auth_pending.is_none();
         let need = match self.auth_pending {
             Some(n) => n,
             None => {
-                if input.len() < 2 {
+                if input.len() < 3 {
                     return None;
                 }
+                let close = Some(Done {
+                    consumed: input.len(),
+                    flow: Flow::Close,
+                    counted: true,
+                });
                 let Some(el) = input.iter().position(|&b| b == b'\n') else {
-                    if input.len() > AUTH_LINE_MAX {
-                        return Some(Done {
-                            consumed: input.len(),
-                            flow: Flow::Close,
-                            counted: true,
-                        });
-                    }
-                    return None;
+                    return if input.len() > AUTH_LINE_MAX {
+                        close
+                    } else {
+                        None
+                    };
                 };
-                let tokens = auth_tokens(&input[..el]);
-                let size = (tokens.len() >= 5 && tokens[0] == b"set")
-                    .then(|| safe_strtoul(tokens[4]).ok())
-                    .flatten();
+                if el < AUTH_LINE_MIN {
+                    return close;
+                }
+                let size = auth_size(&input[..el]);
                 used = el + 1;
-                match size {
-                    None => {
-                        self.auth_reply(out, b"CLIENT_ERROR unauthenticated\r\n");
-                        return Some(Done {
-                            consumed: used,
-                            flow: Flow::Next,
-                            counted,
-                        });
-                    }
-                    // Deliberate difference: memcached would buffer up to 4 GB.
-                    Some(n) if n as usize > cx.server.settings.item_size_max => {
-                        return Some(Done {
-                            consumed: used,
-                            flow: Flow::Close,
-                            counted,
-                        });
-                    }
+                let refused = match size {
+                    None => b"CLIENT_ERROR unauthenticated\r\n".as_slice(),
+                    Some(n) if n > AUTH_TOKEN_MAX => b"CLIENT_ERROR auth token too long\r\n",
                     Some(n) => {
                         self.auth_pending = Some(n as usize + 2);
-                        n as usize + 2
+                        b""
                     }
+                };
+                if !refused.is_empty() {
+                    self.auth_reply(out, refused);
+                    return Some(Done {
+                        consumed: used,
+                        flow: Flow::Next,
+                        counted,
+                    });
                 }
+                self.auth_pending.unwrap_or_default()
             }
         };
         let Some(block) = input.get(used..used + need) else {
@@ -512,15 +519,13 @@ impl Session {
             self.auth_reply(out, b"CLIENT_ERROR bad command line termination\r\n");
             return done;
         };
-        let tokens = auth_tokens(payload);
-        if tokens.len() < 2 {
+        // The user is what comes before the first space, the password all after it.
+        let Some(mid) = payload.iter().position(|&b| b == b' ') else {
             self.auth_reply(out, b"CLIENT_ERROR bad authentication token format\r\n");
             return done;
-        }
-        let ok = cx
-            .server
-            .users()
-            .is_some_and(|u| u.check(tokens[0], tokens[1]));
+        };
+        let (user, password) = (&payload[..mid], &payload[mid + 1..]);
+        let ok = cx.server.users().is_some_and(|u| u.check(user, password));
         cx.counters.auth_cmds.incr();
         if ok {
             self.auth_reply(out, b"STORED\r\n");
@@ -555,6 +560,7 @@ fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
         // A refused data block follows its line; it was discarded, not parsed.
         pos += match &parsed {
             Ok(Request::TooLarge { swallow, .. })
+            | Err(text::Error::BadStoreLine { swallow, .. })
             | Ok(Request::Meta(Meta::SetTooLarge { swallow, .. }))
             | Ok(Request::Meta(Meta::Fail { swallow, .. })) => *swallow,
             _ => 0,
@@ -601,15 +607,22 @@ fn prefetch(cx: &Ctx<'_>, req: &Request<'_>, index: bool) {
     }
 }
 
-/// memcached's `tokenize_command` on a line (split on spaces, empty tokens skipped,
-/// the text ends at a NUL), as far as the auth handshake needs it.
-fn auth_tokens(line: &[u8]) -> Vec<&[u8]> {
-    let line = match line.iter().position(|&b| b == 0) {
-        Some(n) => &line[..n],
-        None => line,
+/// The token block's length that an auth line announces, if it is a `set` line
+/// (memcached 1.6.45 checks only that the line starts with `set`) of at least five
+/// tokens whose fifth is a number (mcmc's strict u32). `line` lacks its `\n`; like
+/// 1.6.45's tokenizer, which expects one, the last byte is dropped unless the one
+/// before it is a `\r` (so a bare-`\n` line loses its last character).
+fn auth_size(line: &[u8]) -> Option<u32> {
+    let end = if line.len() >= 2 && line[line.len() - 2] == b'\r' {
+        line.len() - 2
+    } else {
+        line.len().saturating_sub(1)
     };
-    line.split(|&b| b == b' ')
-        .filter(|t| !t.is_empty())
-        .take(text::MAX_TOKENS - 1)
-        .collect()
+    if !line.starts_with(b"set") {
+        return None;
+    }
+    let mut tokens = line[..end].split(|&b| b == b' ').filter(|t| !t.is_empty());
+    let size = tokens.nth(4)?;
+    let digits = size.len() <= 11 && !size.is_empty() && size.iter().all(u8::is_ascii_digit);
+    digits.then(|| std::str::from_utf8(size).ok()?.parse().ok())?
 }

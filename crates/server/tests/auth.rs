@@ -432,19 +432,16 @@ fn ascii_auth_refuses_until_authenticated() {
         &b"get foo\r\n"[..],
         b"version\r\n",
         b"set a 0 0\r\n",
-        b"sets a 0 0 5\r\n",
         b"set a 0 0 x\r\n",
         b"stats\r\n",
     ] {
         c.call(line, b"CLIENT_ERROR unauthenticated\r\n");
     }
-    // A binary packet is just another unauthenticated line here (0x0a ends it).
-    c.call(
-        &request(op::NOOP, &[], &[], &[], 0, 0)[..2],
-        b"CLIENT_ERROR unauthenticated\r\n",
-    );
+    // memcached 1.6.45 reads the token block's length strictly (1.6.18: strtoul).
+    c.call(b"set a 0 0 +5\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    // Only the line's start is checked for `set`.
     let mut c = s.connect();
-    c.call(b"set any 0 0 9\r\nuser pass\r\n", b"STORED\r\n");
+    c.call(b"setx any 0 0 9\r\nuser pass\r\n", b"STORED\r\n");
     c.call(b"get foo\r\n", b"END\r\n");
     c.call(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
     c.call(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
@@ -452,12 +449,52 @@ fn ascii_auth_refuses_until_authenticated() {
     assert_eq!(st["auth_enabled_ascii"], f);
     assert_eq!(st["binding_protocol"], "ascii");
     assert_eq!(st["auth_enabled_sasl"], "no");
-    // The password is the rest of the line, colons included; extra tokens and
-    // extra spaces are ignored.
+    // The user is what precedes the first space of the block, the password all
+    // that follows it, spaces and colons included (1.6.18 split the block into
+    // tokens and ignored the extra ones).
     let mut c = s.connect();
-    c.call(b"set  x  1 2  13\r\n bob  sec:ret\r\n", b"STORED\r\n");
+    c.call(b"set  x  1 2  11\r\nbob sec:ret\r\n", b"STORED\r\n");
     let mut c = s.connect();
-    c.call(b"set x 0 0 14\r\nuser pass more\r\n", b"STORED\r\n");
+    c.call(
+        b"set x 0 0 14\r\nuser pass more\r\n",
+        b"CLIENT_ERROR authentication failure\r\n",
+    );
+    c.call(
+        b"set x 0 0 12\r\n bob sec:ret\r\n",
+        b"CLIENT_ERROR authentication failure\r\n",
+    );
+}
+
+/// memcached 1.6.45's stricter auth line: a line too short to be an auth `set`
+/// closes the connection, and a token block over 16 KiB is refused.
+#[test]
+fn ascii_auth_short_lines_close() {
+    let (s, _d, _f) = ascii_auth_server();
+    // Under 6 bytes before the newline: an empty line, a short command, or a
+    // binary packet (its second byte, 0x0a, ends its first "line"). Fewer than 3
+    // bytes in all are waited on.
+    let noop = request(op::NOOP, &[], &[], &[], 0, 0);
+    for input in [&b"\r\n\r\n"[..], b"stats\n", b"mn\r\n", &noop[..]] {
+        let mut c = s.connect();
+        c.send(input);
+        c.expect_closed();
+    }
+    // Six bytes is long enough to be answered.
+    let mut c = s.connect();
+    c.call(b"stats\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.call(
+        b"set a 0 0 16385\r\n",
+        b"CLIENT_ERROR auth token too long\r\n",
+    );
+    c.call(
+        b"set a 0 0 20\r\nxxxxxxxxxxxxxxxxxxxx\r\n",
+        b"CLIENT_ERROR bad authentication token format\r\n",
+    );
+    // 1.6.45's tokenizer expects the `\r\n` it is not given and drops the last
+    // byte of a bare-`\n` line: its length loses a digit.
+    c.call(b"set a 0 0 9\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.call(b"set a 0 0 9 \n", b"");
+    c.call(b"user pass\r\n", b"STORED\r\n");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The admin commands operators and deployment scripts send: `lru_crawler` (crawls
 //! and key dumps), `slabs` (page moves, automove), `lru` (LRU tuning) and `watch`
-//! (log streams), as memcached 1.6.18's `process_lru_crawler_command`,
+//! (log streams), as memcached 1.6.45's `process_lru_crawler_command`,
 //! `process_slabs_command`, `process_lru_command` and `process_watch_command` accept
 //! them. The parser ([`super::parse`]) builds these;
 //! the server decides what each means for its engine and answers.

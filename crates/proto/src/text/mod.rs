@@ -1,12 +1,14 @@
 //! memcached's classic text protocol, server side: request parsing and reply encoding;
 //! the meta commands ([`meta`]) are text commands too and are parsed from here.
 //!
-//! The parser is a faithful model of memcached 1.6.18's `try_read_command_ascii` and
-//! `process_command_ascii` (`proto_text.c`): a line ends at `\n` (a `\r` before it is
-//! dropped when the line has more than one byte), the line is cut at the first NUL,
-//! tokens are split on spaces only (runs of spaces collapse; tabs are part of a
-//! token), at most 23 tokens are looked at per pass, and every accept/reject decision
-//! and error string matches memcached's, because clients are written against it.
+//! The parser is a faithful model of memcached 1.6.45's `try_read_command_ascii`,
+//! `process_request` (`proto_parser.c`) and `process_command_ascii` (`proto_text.c`):
+//! a line ends at `\n` (a `\r` before it is dropped), a line under 4 bytes is refused,
+//! the command is the text before the first space, tokens are split on spaces only
+//! (runs of spaces collapse; tabs and NULs are part of a token), at most 23 tokens are
+//! looked at, numbers are read with mcmc's strict converters where 1.6.45 does, and
+//! every accept/reject decision, error string and swallowed data block matches
+//! memcached's, because clients are written against it.
 //!
 //! ```text
 //!   read buffer:  "set k 0 0 5\r\nhello\r\nget k\r\n..."
@@ -22,7 +24,7 @@
 //! imports the tokenizer, `Config`, the request types and [`meta`]; none of them
 //! imports it back.
 
-use crate::num::{safe_strtod, safe_strtol, safe_strtoul, safe_strtoull, NotANumber};
+use crate::num::{safe_strtod, safe_strtol, safe_strtoul, NotANumber};
 use admin::{Admin, Classes, CrawlKind, Float};
 use token::{Found, Tokens};
 
@@ -42,6 +44,11 @@ pub use memcrab_limits::KEY_MAX_LEN;
 pub use request::{Action, Error, Keys, Parsed, Request, ShutdownMode, StoreCmd};
 pub use token::{LINE_MAX_NO_NEWLINE, MAX_TOKENS, READ_BUFFER_SIZE};
 
+/// memcached 1.6.45's `process_request` refuses a line shorter than this, newline
+/// included ("min command length is 2, plus the \\r\\n"), with `CLIENT_ERROR bad
+/// command line format`: an empty line, or a lone `x\\r\\n`.
+const LINE_MIN_LEN: usize = 4;
+
 /// Parses one request from the front of `buf`. Returns `None` when more bytes are
 /// needed, otherwise the request or error and the number of bytes consumed.
 pub fn parse<'a>(buf: &'a [u8], cfg: &Config) -> Option<Parsed<'a>> {
@@ -50,8 +57,10 @@ pub fn parse<'a>(buf: &'a [u8], cfg: &Config) -> Option<Parsed<'a>> {
         Found::NeedMore => return None,
         Found::TooLong => return Some((Err(Error::LineTooLong), buf.len())),
     };
-    let toks = Tokens::new(line);
-    match dispatch(&toks, line, &buf[consumed..], cfg) {
+    if consumed < LINE_MIN_LEN {
+        return Some((Err(Error::BadFormat { noreply: false }), consumed));
+    }
+    match dispatch(line, &buf[consumed..], cfg) {
         Line::Done(r) => Some((r, consumed)),
         Line::Data(r, data_len) => Some((r, consumed + data_len)),
         Line::NeedData => None,
@@ -68,95 +77,147 @@ enum Line<'a> {
     NeedData,
 }
 
-fn dispatch<'a>(t: &Tokens<'a>, line: &'a [u8], after: &'a [u8], cfg: &Config) -> Line<'a> {
+/// memcached 1.6.45's `process_request`: the command is the line up to its first
+/// space (a line that starts with a space has an empty one, and a tab is part of
+/// it), matched exactly; each command checks its own token count and answers
+/// `CLIENT_ERROR bad command line format` when it is short. What no command matches
+/// goes to [`other`].
+fn dispatch<'a>(line: &'a [u8], after: &'a [u8], cfg: &Config) -> Line<'a> {
     use Line::Done;
-    let nt = t.ntokens();
-    let cmd = t.get(0);
-    if nt < 2 || cmd.len() < 2 {
-        return Done(Err(Error::UnknownCommand));
-    }
-    let want = |ok: bool, f: &dyn Fn() -> Result<Request<'a>, Error>| {
-        if ok {
-            Done(f())
-        } else {
-            Done(Err(Error::UnknownCommand))
-        }
-    };
+    let cmd = &line[..memchr::memchr(b' ', line).unwrap_or(line.len())];
+    let t = Tokens::new(line);
+    // The real tokens, the command included (mcmc's `ntokens`).
+    let n = t.ntokens() - 1;
+    let short = |min: usize| n < min;
     match cmd {
-        b"get" | b"bget" => want(nt >= 3, &|| Ok(get(t, line, false, None))),
-        b"gets" => want(nt >= 3, &|| Ok(get(t, line, true, None))),
-        b"gat" => want(nt >= 3, &|| gat(t, line, false)),
-        b"gats" => want(nt >= 3, &|| gat(t, line, true)),
+        // A line too short for its command is refused before memcached looks for
+        // `noreply`: the error is always written.
+        b"get" | b"gets" if short(2) => Done(Err(Error::BadFormat { noreply: false })),
+        b"get" => Done(Ok(get(line, false, None))),
+        b"gets" => Done(Ok(get(line, true, None))),
+        b"gat" | b"gats" if short(3) => Done(Err(Error::BadFormat { noreply: false })),
+        b"gat" => Done(gat(&t, line, false)),
+        b"gats" => Done(gat(&t, line, true)),
         b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
-            let (sc, n) = match cmd {
-                b"set" => (StoreCmd::Set, 6),
-                b"add" => (StoreCmd::Add, 6),
-                b"replace" => (StoreCmd::Replace, 6),
-                b"append" => (StoreCmd::Append, 6),
-                b"prepend" => (StoreCmd::Prepend, 6),
-                _ => (StoreCmd::Cas, 7),
+            let sc = match cmd {
+                b"set" => StoreCmd::Set,
+                b"add" => StoreCmd::Add,
+                b"replace" => StoreCmd::Replace,
+                b"append" => StoreCmd::Append,
+                b"prepend" => StoreCmd::Prepend,
+                _ => StoreCmd::Cas,
             };
-            if nt != n && nt != n + 1 {
-                return Done(Err(Error::UnknownCommand));
-            }
-            storage(t, sc, after, cfg)
+            storage(&t, n, sc, after, cfg)
         }
-        b"incr" | b"decr" => want(nt == 4 || nt == 5, &|| arith(t, cmd == b"incr")),
-        b"delete" => want((3..=5).contains(&nt), &|| delete(t)),
-        b"touch" => want(nt == 4 || nt == 5, &|| touch(t)),
+        b"incr" | b"decr" | b"touch" | b"delete" => {
+            if short(if cmd == b"delete" { 2 } else { 3 }) {
+                return Done(Err(Error::BadFormat { noreply: false }));
+            }
+            let noreply = t.noreply();
+            let key = t.get(1);
+            if key.len() > KEY_MAX_LEN {
+                return Done(Err(Error::BadFormat { noreply }));
+            }
+            Done(match cmd {
+                b"incr" | b"decr" => arith(&t, cmd == b"incr"),
+                b"touch" => touch(&t),
+                // 1.6.45 dropped the old hold-time check: what follows the key is
+                // ignored (`delete k 5` deletes).
+                _ => Ok(Request::Delete { key, noreply }),
+            })
+        }
         b"stats" => Done(Ok(Request::Stats {
-            sub: (nt > 2).then(|| t.get(1)),
-            arg: (nt > 3).then(|| t.get(2)),
+            sub: (n > 1).then(|| stats_sub(t.get(1))),
+            arg: (n > 2).then(|| t.get(2)),
         })),
-        b"flush_all" => want((2..=4).contains(&nt), &|| flush_all(t)),
         b"version" => Done(Ok(Request::Version)),
         b"quit" => Done(Ok(Request::Quit)),
-        b"shutdown" => Done(Ok(Request::Shutdown {
-            mode: shutdown_mode(t),
-        })),
-        b"verbosity" => want(nt == 3 || nt == 4, &|| {
-            let noreply = t.noreply();
-            match safe_strtoul(t.get(1)) {
-                Ok(level) => Ok(Request::Verbosity { level, noreply }),
-                Err(NotANumber) => Err(Error::BadFormat { noreply }),
-            }
-        }),
-        b"cache_memlimit" => want(nt == 3 || nt == 4, &|| {
-            let noreply = t.noreply();
-            match safe_strtoul(t.get(1)) {
-                Ok(megabytes) => Ok(Request::CacheMemlimit { megabytes, noreply }),
-                Err(NotANumber) => Err(Error::Rejected { noreply }),
-            }
-        }),
-        b"refresh_certs" => Done(Ok(Request::RefreshCerts {
-            noreply: t.noreply(),
-        })),
-        b"lru_crawler" => Done(lru_crawler(t)),
-        b"slabs" => Done(slabs(t)),
-        b"lru" => want(nt >= 3, &|| lru(t)),
         // `process_watch_command`: every token after the command is an event type.
         b"watch" => Done(Ok(Request::Admin(Admin::Watch {
             events: watch::parse_events(t.as_slice().get(1..).unwrap_or_default()),
-            noreply: t.noreply(),
+            noreply: false,
         }))),
-        // Meta commands are all two bytes long and start with `m`.
-        _ if cmd[0] == b'm' && cmd.len() == 2 => match meta::parse(line, after, cfg) {
-            meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
-            meta::Parsed::UnknownCommand => Done(Err(Error::UnknownCommand)),
-            meta::Parsed::NeedData => Line::NeedData,
-        },
-        // memcached dispatches on the first byte first: an unknown command starting
-        // with one of these letters is a plain ERROR; only other lines get the HTTP
-        // check.
-        _ if b"gsacidt".contains(&cmd[0]) => Done(Err(Error::UnknownCommand)),
-        _ => {
-            if t.get(nt - 2).starts_with(b"HTTP/") {
-                Done(Err(Error::Http))
-            } else {
-                Done(Err(Error::UnknownCommand))
+        // The meta commands: two bytes, `m` and one of these.
+        [b'm', b'g' | b's' | b'd' | b'n' | b'a' | b'e'] => {
+            match meta::parse(line, after, cfg) {
+                meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
+                meta::Parsed::UnknownCommand => Done(Err(Error::UnknownCommand)),
+                meta::Parsed::NeedData => Line::NeedData,
             }
         }
+        _ => Done(other(&t, n)),
     }
+}
+
+/// A line `process_request` does not know: memcached 1.6.45 looks its first token
+/// up (leading spaces skipped, so ` flush_all` runs) among the rarer commands, whose
+/// every reply `noreply` silences; a line ending in an `HTTP/` token closes; the rest
+/// answer `ERROR`, which `noreply` silences too.
+fn other<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
+    let noreply = t.noreply();
+    let error = if noreply {
+        Error::Rejected { noreply }
+    } else {
+        Error::UnknownCommand
+    };
+    let quiet = |r: Result<Request<'a>, Error>| match r {
+        Err(Error::UnknownCommand) => Err(error),
+        r => r,
+    };
+    match t.get(0) {
+        b"flush_all" => flush_all(t, n),
+        b"verbosity" => match token::tok_u64(t.get(1), token::TOK_U32_MAX_LEN)
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+        {
+            Some(level) => Ok(Request::Verbosity { level, noreply }),
+            None => Err(Error::BadFormat { noreply }),
+        },
+        b"cache_memlimit" => match token::tok_u64(t.get(1), token::TOK_U32_MAX_LEN)
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+        {
+            Some(megabytes) => Ok(Request::CacheMemlimit { megabytes, noreply }),
+            None => Err(Error::Rejected { noreply }),
+        },
+        b"shutdown" => Ok(Request::Shutdown {
+            mode: shutdown_mode(t, n),
+            noreply,
+        }),
+        b"refresh_certs" => Ok(Request::RefreshCerts { noreply }),
+        // No form of it ends in `noreply` and does anything: the argument `noreply`
+        // stands in is refused (or names no class), silently.
+        b"lru_crawler" if noreply => Err(error),
+        b"lru_crawler" => quiet(lru_crawler(t, n)),
+        b"slabs" => quiet(slabs(t, n)),
+        b"lru" => quiet(lru(t, n)),
+        _ if n > 1 && t.get(n - 1).starts_with(b"HTTP/") => Err(Error::Http),
+        _ => Err(error),
+    }
+}
+
+/// `strncmp(token, name, len)` as memcached 1.6.45 compares subcommands: the token
+/// is `name` or a prefix of it (`stats s` is `stats settings`).
+fn abbrev(token: &[u8], name: &[u8]) -> bool {
+    !token.is_empty() && name.starts_with(token)
+}
+
+/// `process_stat`'s subcommand, with an abbreviation spelled out: `reset`,
+/// `detail`, `settings`, `cachedump`, `conns` and `extstore` are matched as
+/// prefixes, in that order; `items`, `slabs` and `sizes` only whole.
+fn stats_sub(tok: &[u8]) -> &[u8] {
+    const ABBREVIATED: [&[u8]; 6] = [
+        b"reset",
+        b"detail",
+        b"settings",
+        b"cachedump",
+        b"conns",
+        b"extstore",
+    ];
+    ABBREVIATED
+        .into_iter()
+        .find(|name| abbrev(tok, name))
+        .unwrap_or(tok)
 }
 
 /// The bytes of `line` after the first `skip` tokens (the keys of a get).
@@ -171,7 +232,7 @@ fn after_tokens(line: &[u8], skip: usize) -> &[u8] {
     rest
 }
 
-fn get<'a>(_t: &Tokens<'a>, line: &'a [u8], cas: bool, touch: Option<i32>) -> Request<'a> {
+fn get<'a>(line: &'a [u8], cas: bool, touch: Option<i32>) -> Request<'a> {
     let skip = if touch.is_some() { 2 } else { 1 };
     Request::Get {
         keys: Keys::new(after_tokens(line, skip)),
@@ -180,43 +241,64 @@ fn get<'a>(_t: &Tokens<'a>, line: &'a [u8], cas: bool, touch: Option<i32>) -> Re
     }
 }
 
+/// `gat`/`gats`: the exptime as mcmc's strict `mcmc_tokto32` reads it. `noreply`
+/// means nothing to them.
 fn gat<'a>(t: &Tokens<'a>, line: &'a [u8], cas: bool) -> Result<Request<'a>, Error> {
-    match safe_strtol(t.get(1)) {
-        Ok(exptime) => Ok(get(t, line, cas, Some(exptime))),
+    match token::tok_i32(t.get(1)) {
+        Ok(exptime) => Ok(get(line, cas, Some(exptime))),
         Err(NotANumber) => Err(Error::InvalidExptime { noreply: false }),
     }
 }
 
-/// `process_update_command` followed by `complete_nread_ascii`.
-fn storage<'a>(t: &Tokens<'a>, cmd: StoreCmd, after: &'a [u8], cfg: &Config) -> Line<'a> {
-    let noreply = t.noreply();
-    let bad = Line::Done(Err(Error::BadFormat { noreply }));
-    let key = t.get(1);
-    if key.len() > KEY_MAX_LEN {
+/// mcmc's strict `mcmc_toktou64`, as 1.6.45 reads a cas unique and a delta.
+fn tok_u64(tok: &[u8]) -> Result<u64, NotANumber> {
+    token::tok_u64(tok, token::TOK_U64_MAX_LEN)
+}
+
+/// mcmc's strict `mcmc_toktou32`.
+fn tok_u32(tok: &[u8]) -> Result<u32, NotANumber> {
+    token::tok_u64(tok, token::TOK_U32_MAX_LEN)
+        .and_then(|v| u32::try_from(v).map_err(|_| NotANumber))
+}
+
+/// `process_update_command` followed by `complete_nread_ascii`, as memcached 1.6.45
+/// orders the checks: the token count and the length (mcmc's strict `tokto32`) come
+/// first and refuse the line alone; once the length is known, every later refusal
+/// (key, flags, exptime, cas unique, size) swallows the data block.
+fn storage<'a>(t: &Tokens<'a>, n: usize, cmd: StoreCmd, after: &'a [u8], cfg: &Config) -> Line<'a> {
+    // Refused before memcached looks for `noreply`: always written.
+    let bad = Line::Done(Err(Error::BadFormat { noreply: false }));
+    if n < 5 {
         return bad;
     }
-    let (Ok(flags), Ok(exptime), Ok(vlen)) = (
-        safe_strtoul(t.get(2)),
-        safe_strtol(t.get(3)),
-        safe_strtol(t.get(4)),
-    ) else {
+    // memcached: `vlen < 0 || vlen > (INT_MAX - 2)`.
+    let Some(vlen) = token::tok_i32(t.get(4))
+        .ok()
+        .and_then(|v| usize::try_from(v).ok())
+        .filter(|&v| v <= i32::MAX as usize - 2)
+    else {
         return bad;
+    };
+    let total = vlen + 2;
+    let noreply = t.noreply();
+    let refused = Line::Done(Err(Error::BadStoreLine {
+        noreply,
+        swallow: total,
+    }));
+    let key = t.get(1);
+    if key.len() > KEY_MAX_LEN {
+        return refused;
+    }
+    let (Ok(flags), Ok(exptime)) = (safe_strtoul(t.get(2)), safe_strtol(t.get(3))) else {
+        return refused;
     };
     let mut cas_unique = 0;
     if cmd == StoreCmd::Cas {
-        match safe_strtoull(t.get(5)) {
-            Ok(c) => cas_unique = c,
-            Err(NotANumber) => return bad,
+        match tok_u64(t.get(5)) {
+            Ok(c) if n > 5 => cas_unique = c,
+            _ => return refused,
         }
     }
-    // memcached: `vlen < 0 || vlen > (INT_MAX - 2)`.
-    let Ok(vlen) = usize::try_from(vlen) else {
-        return bad;
-    };
-    if vlen > i32::MAX as usize - 2 {
-        return bad;
-    }
-    let total = vlen + 2;
     if !item_size_ok(key.len(), flags, vlen, cfg) {
         return Line::Done(Ok(Request::TooLarge {
             cmd,
@@ -245,15 +327,12 @@ fn storage<'a>(t: &Tokens<'a>, cmd: StoreCmd, after: &'a [u8], cfg: &Config) -> 
     )
 }
 
+/// `incr`/`decr` once the count and key passed: the delta, strictly.
 fn arith<'a>(t: &Tokens<'a>, incr: bool) -> Result<Request<'a>, Error> {
     let noreply = t.noreply();
-    let key = t.get(1);
-    if key.len() > KEY_MAX_LEN {
-        return Err(Error::BadFormat { noreply });
-    }
-    match safe_strtoull(t.get(2)) {
+    match tok_u64(t.get(2)) {
         Ok(delta) => Ok(Request::Arith {
-            key,
+            key: t.get(1),
             delta,
             incr,
             noreply,
@@ -262,33 +341,12 @@ fn arith<'a>(t: &Tokens<'a>, incr: bool) -> Result<Request<'a>, Error> {
     }
 }
 
-fn delete<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
-    let nt = t.ntokens();
-    let mut noreply = false;
-    if nt > 3 {
-        let hold_is_zero = t.get(2) == b"0";
-        noreply = t.noreply();
-        let valid = (nt == 4 && (hold_is_zero || noreply)) || (nt == 5 && hold_is_zero && noreply);
-        if !valid {
-            return Err(Error::DeleteUsage { noreply });
-        }
-    }
-    let key = t.get(1);
-    if key.len() > KEY_MAX_LEN {
-        return Err(Error::BadFormat { noreply });
-    }
-    Ok(Request::Delete { key, noreply })
-}
-
+/// `touch` once the count and key passed: the exptime, strictly.
 fn touch<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
     let noreply = t.noreply();
-    let key = t.get(1);
-    if key.len() > KEY_MAX_LEN {
-        return Err(Error::BadFormat { noreply });
-    }
-    match safe_strtol(t.get(2)) {
+    match token::tok_i32(t.get(2)) {
         Ok(exptime) => Ok(Request::Touch {
-            key,
+            key: t.get(1),
             exptime,
             noreply,
         }),
@@ -296,70 +354,74 @@ fn touch<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
     }
 }
 
-fn flush_all<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
+/// `process_flush_all_command`: a delay is read (strictly) unless the line is
+/// `flush_all` or `flush_all noreply`; later tokens are ignored. A bad delay is
+/// answered by the server, after `-F`'s check and the count, as memcached orders them.
+fn flush_all<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
     let noreply = t.noreply();
-    let mut delay = 0;
-    if t.ntokens() != if noreply { 3 } else { 2 } {
-        match safe_strtol(t.get(1)) {
-            Ok(d) => delay = d,
-            Err(NotANumber) => return Err(Error::InvalidExptime { noreply }),
-        }
-    }
+    let delay = if n == if noreply { 2 } else { 1 } {
+        Some(0)
+    } else {
+        token::tok_i32(t.get(1)).ok()
+    };
     Ok(Request::FlushAll { delay, noreply })
 }
 
-/// `process_lru_crawler_command`. No `noreply` here: memcached never looks for it.
-fn lru_crawler<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
-    // 1.6.45 reads these with mcmc's strict u32 converter (1.6.18: strtoul).
-    let number = |tok: &[u8]| {
-        token::tok_u64(tok, token::TOK_U32_MAX_LEN)
-            .ok()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or(Error::BadFormat { noreply: false })
-    };
+/// `process_lru_crawler_command`: subcommands by prefix, each with its exact token
+/// count; numbers read with mcmc's strict u32 converter (1.6.18: strtoul).
+fn lru_crawler<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
+    let number = |tok: &[u8]| tok_u32(tok).map_err(|_| Error::BadFormat { noreply: false });
     let crawl = |kind| Admin::Crawl {
         kind,
         classes: Classes::parse(t.get(2)),
     };
-    let admin = match (t.ntokens(), t.get(1)) {
-        (4, b"crawl") => crawl(CrawlKind::Crawl),
-        (4, b"metadump") => crawl(CrawlKind::Metadump),
-        (4, b"mgdump") => crawl(CrawlKind::Mgdump),
-        (4, b"tocrawl") => Admin::CrawlerTocrawl(number(t.get(2))?),
-        (4, b"sleep") => Admin::CrawlerSleep(number(t.get(2))?),
-        (3, b"enable") => Admin::CrawlerEnable(true),
-        (3, b"disable") => Admin::CrawlerEnable(false),
-        _ => return Err(Error::UnknownCommand),
+    let sub = t.get(1);
+    let admin = if n == 3 && abbrev(sub, b"crawl") {
+        crawl(CrawlKind::Crawl)
+    } else if n == 3 && abbrev(sub, b"metadump") {
+        crawl(CrawlKind::Metadump)
+    } else if n == 3 && abbrev(sub, b"mgdump") {
+        crawl(CrawlKind::Mgdump)
+    } else if n == 3 && abbrev(sub, b"tocrawl") {
+        Admin::CrawlerTocrawl(number(t.get(2))?)
+    } else if n == 3 && abbrev(sub, b"sleep") {
+        Admin::CrawlerSleep(number(t.get(2))?)
+    } else if n == 2 && abbrev(sub, b"enable") {
+        Admin::CrawlerEnable(true)
+    } else if n == 2 && abbrev(sub, b"disable") {
+        Admin::CrawlerEnable(false)
+    } else {
+        return Err(Error::UnknownCommand);
     };
     Ok(Request::Admin(admin))
 }
 
-/// `process_slabs_command` and `process_slabs_automove_command`. Only `automove`
-/// honours `noreply`.
-fn slabs<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
-    let nt = t.ntokens();
-    let admin = if nt == 5 && t.get(1) == b"reassign" {
-        match (safe_strtol(t.get(2)), safe_strtol(t.get(3))) {
+/// `process_slabs_command` and `process_slabs_automove_command`: subcommands by
+/// prefix; numbers strictly (mcmc), ratios with `safe_strtod`.
+fn slabs<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
+    let noreply = t.noreply();
+    let admin = if n == 4 && abbrev(t.get(1), b"reassign") {
+        match (token::tok_i32(t.get(2)), token::tok_i32(t.get(3))) {
             (Ok(src), Ok(dst)) => Admin::SlabsReassign { src, dst },
-            _ => return Err(Error::BadFormat { noreply: false }),
+            _ => return Err(Error::BadFormat { noreply }),
         }
-    } else if nt >= 4 && t.get(1) == b"automove" {
-        let noreply = t.noreply();
-        if t.get(2) == b"ratio" {
+    } else if n >= 3 && abbrev(t.get(1), b"automove") {
+        let arg = t.get(2);
+        if abbrev(arg, b"ratio") {
             match safe_strtod(t.get(3)) {
-                Ok(r) if nt >= 5 => Admin::SlabsAutomoveRatio {
+                Ok(r) if n >= 4 && t.get(3).len() < 32 => Admin::SlabsAutomoveRatio {
                     ratio: Float(r),
                     noreply,
                 },
                 _ => return Err(Error::Rejected { noreply }),
             }
-        } else if t.get(2) == b"window" {
-            match safe_strtoul(t.get(3)) {
-                Ok(window) if nt >= 5 => Admin::SlabsAutomoveWindow { window, noreply },
+        } else if abbrev(arg, b"window") {
+            match tok_u32(t.get(3)) {
+                Ok(window) if n >= 4 => Admin::SlabsAutomoveWindow { window, noreply },
                 _ => return Err(Error::BadFormat { noreply }),
             }
         } else {
-            match safe_strtoul(t.get(2)) {
+            match tok_u32(arg) {
                 Ok(level) => Admin::SlabsAutomove { level, noreply },
                 Err(NotANumber) => return Err(Error::BadFormat { noreply }),
             }
@@ -370,51 +432,57 @@ fn slabs<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
     Ok(Request::Admin(admin))
 }
 
-/// `process_lru_command`: every reply, errors included, honours `noreply`.
-fn lru<'a>(t: &Tokens<'a>) -> Result<Request<'a>, Error> {
-    let nt = t.ntokens();
+/// `process_lru_command`: subcommands by prefix, each with a least token count;
+/// every reply, errors included, honours `noreply`.
+fn lru<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
     let noreply = t.noreply();
     let rejected = Error::Rejected { noreply };
-    let admin = match t.get(1) {
-        b"tune" if nt >= 7 => match (
-            safe_strtoul(t.get(2)),
-            safe_strtoul(t.get(3)),
-            safe_strtod(t.get(4)),
-            safe_strtod(t.get(5)),
-        ) {
-            (Ok(hot_pct), Ok(warm_pct), Ok(hot), Ok(warm)) => Admin::LruTune {
+    let float = |tok: &[u8]| match safe_strtod(tok) {
+        Ok(f) if tok.len() < 32 => Ok(Float(f)),
+        _ => Err(rejected),
+    };
+    let sub = t.get(1);
+    let admin = if n >= 6 && abbrev(sub, b"tune") {
+        match (tok_u32(t.get(2)), tok_u32(t.get(3))) {
+            (Ok(hot_pct), Ok(warm_pct)) => Admin::LruTune {
                 hot_pct,
                 warm_pct,
-                hot_factor: Float(hot),
-                warm_factor: Float(warm),
+                hot_factor: float(t.get(4))?,
+                warm_factor: float(t.get(5))?,
                 noreply,
             },
             _ => return Err(rejected),
-        },
-        b"mode" if nt >= 4 => match t.get(2) {
-            b"flat" => Admin::LruMode {
+        }
+    } else if n >= 3 && abbrev(sub, b"mode") {
+        if abbrev(t.get(2), b"flat") {
+            Admin::LruMode {
                 segmented: false,
                 noreply,
-            },
-            b"segmented" => Admin::LruMode {
+            }
+        } else if abbrev(t.get(2), b"segmented") {
+            Admin::LruMode {
                 segmented: true,
                 noreply,
-            },
-            _ => return Err(rejected),
-        },
-        b"temp_ttl" if nt >= 4 => match safe_strtol(t.get(2)) {
+            }
+        } else {
+            return Err(rejected);
+        }
+    } else if n >= 3 && abbrev(sub, b"temp_ttl") {
+        match token::tok_i32(t.get(2)) {
             Ok(ttl) => Admin::LruTempTtl { ttl, noreply },
             Err(NotANumber) => return Err(rejected),
-        },
-        _ => return Err(rejected),
+        }
+    } else {
+        return Err(rejected);
     };
     Ok(Request::Admin(admin))
 }
 
-fn shutdown_mode(t: &Tokens<'_>) -> ShutdownMode {
-    match t.ntokens() {
-        2 => ShutdownMode::Now,
-        3 if t.get(1) == b"graceful" => ShutdownMode::Graceful,
+/// `process_shutdown_command`'s mode: none, or `graceful` (or a prefix of it).
+fn shutdown_mode(t: &Tokens<'_>, n: usize) -> ShutdownMode {
+    match n {
+        1 => ShutdownMode::Now,
+        2 if abbrev(t.get(1), b"graceful") => ShutdownMode::Graceful,
         _ => ShutdownMode::Invalid,
     }
 }

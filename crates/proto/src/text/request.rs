@@ -20,7 +20,8 @@ pub enum StoreCmd {
 /// A parsed request. Slices borrow from the buffer given to [`parse`](super::parse).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request<'a> {
-    /// `get`/`gets`/`bget`; `gat`/`gats` when `touch` is `Some(exptime)`.
+    /// `get`/`gets`; `gat`/`gats` when `touch` is `Some(exptime)`. (1.6.45 dropped
+    /// `bget`: it answers `ERROR`.)
     Get {
         keys: Keys<'a>,
         cas: bool,
@@ -67,9 +68,11 @@ pub enum Request<'a> {
         sub: Option<&'a [u8]>,
         arg: Option<&'a [u8]>,
     },
-    /// `flush_all [delay] [noreply]`; `delay == 0` flushes now.
+    /// `flush_all [delay] [noreply]`; `delay == 0` flushes now, `None` is a delay
+    /// that did not parse (`CLIENT_ERROR invalid exptime argument`, once `-F` has
+    /// been checked and the command counted).
     FlushAll {
-        delay: i32,
+        delay: Option<i32>,
         noreply: bool,
     },
     Version,
@@ -82,6 +85,7 @@ pub enum Request<'a> {
     /// mode is a request too and the server decides the reply.
     Shutdown {
         mode: ShutdownMode,
+        noreply: bool,
     },
     /// `cache_memlimit <megabytes>`; the server checks the range.
     CacheMemlimit {
@@ -115,8 +119,10 @@ pub enum Error {
     UnknownCommand,
     /// `CLIENT_ERROR bad command line format`.
     BadFormat { noreply: bool },
-    /// `delete` with a non-zero hold time or junk.
-    DeleteUsage { noreply: bool },
+    /// A storage command refused once its length was read: `CLIENT_ERROR bad
+    /// command line format`, and its data block (`swallow` bytes, which may not have
+    /// arrived yet: `consumed` covers the command line only) is discarded.
+    BadStoreLine { noreply: bool, swallow: usize },
     /// `CLIENT_ERROR invalid exptime argument`.
     InvalidExptime { noreply: bool },
     /// `CLIENT_ERROR invalid numeric delta argument`.
@@ -140,6 +146,8 @@ pub enum Error {
 pub enum Action {
     /// Send this reply (nothing when `None`, i.e. under `noreply`) and go on.
     Reply(Option<&'static [u8]>),
+    /// Send this reply (if any), then discard this many bytes of input.
+    Swallow(Option<&'static [u8]>, usize),
     /// Close the connection without a reply.
     Close,
 }
@@ -150,10 +158,12 @@ impl Error {
         let (reply, noreply): (&'static [u8], bool) = match *self {
             Error::UnknownCommand => (b"ERROR\r\n", false),
             Error::BadFormat { noreply } => (b"CLIENT_ERROR bad command line format\r\n", noreply),
-            Error::DeleteUsage { noreply } => (
-                b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
-                noreply,
-            ),
+            Error::BadStoreLine { noreply, swallow } => {
+                return Action::Swallow(
+                    (!noreply).then_some(b"CLIENT_ERROR bad command line format\r\n"),
+                    swallow,
+                )
+            }
             Error::InvalidExptime { noreply } => {
                 (b"CLIENT_ERROR invalid exptime argument\r\n", noreply)
             }

@@ -35,11 +35,10 @@ fn get_variants() {
         (b"get a\r\n", &[b"a"], false, None),
         (b"get a b  c\r\n", &[b"a", b"b", b"c"], false, None),
         (b"gets a\n", &[b"a"], true, None),
-        (b"bget a\r\n", &[b"a"], false, None),
         (b"gat 10 a b\r\n", &[b"a", b"b"], false, Some(10)),
         (b"gats -1 a\r\n", &[b"a"], true, Some(-1)),
-        (b"gat 10\r\n", &[], false, Some(10)),
-        (b"  get   a\tb \r\n", &[b"a\tb"], false, None),
+        (b"get   a\tb \r\n", &[b"a\tb"], false, None),
+        (b"get a\0b\r\n", &[b"a\0b"], false, None),
     ];
     for (input, want_keys, want_cas, want_touch) in cases {
         let (r, n) = full(input);
@@ -118,12 +117,12 @@ fn storage_commands() {
 fn storage_errors() {
     let c = cfg();
     let rows: &[(&[u8], Result<(), Error>, usize)] = &[
-        (b"set k 0 0\r\n", Err(Error::UnknownCommand), 11),
-        (b"set k 0 0 1 2 3\r\n", Err(Error::UnknownCommand), 17),
+        // Refused before the length is known: nothing swallowed, and the error is
+        // written even under `noreply`.
         (
-            b"set k x 0 1\r\n",
+            b"set k 0 0\r\n",
             Err(Error::BadFormat { noreply: false }),
-            13,
+            11,
         ),
         (
             b"set k 0 0 -1\r\n",
@@ -132,13 +131,51 @@ fn storage_errors() {
         ),
         (
             b"set k 0 0 -1 noreply\r\n",
-            Err(Error::BadFormat { noreply: true }),
+            Err(Error::BadFormat { noreply: false }),
             22,
         ),
         (
-            b"cas k 0 0 1 x\r\n",
+            b"set k 0 0 +1\r\n",
             Err(Error::BadFormat { noreply: false }),
+            14,
+        ),
+        (
+            b"set k 0 0 4294967297\r\n",
+            Err(Error::BadFormat { noreply: false }),
+            22,
+        ),
+        // Refused once the length is known: the data block is swallowed.
+        (
+            b"set k x 0 1\r\n",
+            Err(Error::BadStoreLine {
+                noreply: false,
+                swallow: 3,
+            }),
+            13,
+        ),
+        (
+            b"cas k 0 0 1 x\r\n",
+            Err(Error::BadStoreLine {
+                noreply: false,
+                swallow: 3,
+            }),
             15,
+        ),
+        (
+            b"cas k 0 0 1 noreply\r\n",
+            Err(Error::BadStoreLine {
+                noreply: true,
+                swallow: 3,
+            }),
+            21,
+        ),
+        (
+            b"cas k 0 0 1\r\n",
+            Err(Error::BadStoreLine {
+                noreply: false,
+                swallow: 3,
+            }),
+            13,
         ),
         (
             b"set k 0 0 1\r\nab\r\n",
@@ -161,8 +198,21 @@ fn storage_errors() {
     line.extend_from_slice(&long_key);
     line.extend_from_slice(b" 0 0 1\r\nx\r\n");
     let (got, used) = parse(&line, &c).expect("complete");
-    assert_eq!(got, Err(Error::BadFormat { noreply: false }));
-    assert_eq!(used, line.len() - 3, "the data line is not swallowed");
+    assert_eq!(
+        got,
+        Err(Error::BadStoreLine {
+            noreply: false,
+            swallow: 3
+        })
+    );
+    assert_eq!(
+        used,
+        line.len() - 3,
+        "the data block is left to the swallow"
+    );
+    // Any number of tokens past the length is accepted (1.6.18: ERROR).
+    let (r, _) = full(b"set k 0 0 1 2 3\r\nx\r\n");
+    assert!(matches!(r, Ok(Request::Store { noreply: false, .. })));
 }
 
 #[test]
@@ -220,14 +270,13 @@ fn other_commands() {
             }),
         ),
         (
-            b"delete k 1\r\n",
-            Err(Error::DeleteUsage { noreply: false }),
+            b"delete k 1 x\r\n",
+            Ok(Request::Delete {
+                key: b"k",
+                noreply: false,
+            }),
         ),
-        (
-            b"delete k 1 noreply\r\n",
-            Err(Error::DeleteUsage { noreply: true }),
-        ),
-        (b"delete\r\n", Err(Error::UnknownCommand)),
+        (b"delete\r\n", Err(Error::BadFormat { noreply: false })),
         (
             b"incr k 5\r\n",
             Ok(Request::Arith {
@@ -238,7 +287,7 @@ fn other_commands() {
             }),
         ),
         (
-            b"decr k +5 noreply\r\n",
+            b"decr k 5 noreply\r\n",
             Ok(Request::Arith {
                 key: b"k",
                 delta: 5,
@@ -247,10 +296,18 @@ fn other_commands() {
             }),
         ),
         (
+            b"decr k +5 noreply\r\n",
+            Err(Error::InvalidDelta { noreply: true }),
+        ),
+        (
             b"incr k -1\r\n",
             Err(Error::InvalidDelta { noreply: false }),
         ),
-        (b"incr k\r\n", Err(Error::UnknownCommand)),
+        (
+            b"incr k noreply\r\n",
+            Err(Error::InvalidDelta { noreply: true }),
+        ),
+        (b"incr k\r\n", Err(Error::BadFormat { noreply: false })),
         (
             b"touch k 10\r\n",
             Ok(Request::Touch {
@@ -266,36 +323,45 @@ fn other_commands() {
         (
             b"flush_all\r\n",
             Ok(Request::FlushAll {
-                delay: 0,
+                delay: Some(0),
                 noreply: false,
             }),
         ),
         (
             b"flush_all 5\r\n",
             Ok(Request::FlushAll {
-                delay: 5,
+                delay: Some(5),
                 noreply: false,
             }),
         ),
         (
             b"flush_all noreply\r\n",
             Ok(Request::FlushAll {
-                delay: 0,
+                delay: Some(0),
                 noreply: true,
             }),
         ),
         (
             b"flush_all 5 noreply\r\n",
             Ok(Request::FlushAll {
-                delay: 5,
+                delay: Some(5),
                 noreply: true,
             }),
         ),
         (
             b"flush_all x\r\n",
-            Err(Error::InvalidExptime { noreply: false }),
+            Ok(Request::FlushAll {
+                delay: None,
+                noreply: false,
+            }),
         ),
-        (b"flush_all 1 2 3\r\n", Err(Error::UnknownCommand)),
+        (
+            b"flush_all 1 2 3\r\n",
+            Ok(Request::FlushAll {
+                delay: Some(1),
+                noreply: false,
+            }),
+        ),
         (b"version\r\n", Ok(Request::Version)),
         (b"version junk\r\n", Ok(Request::Version)),
         (
@@ -316,18 +382,35 @@ fn other_commands() {
             b"shutdown\r\n",
             Ok(Request::Shutdown {
                 mode: ShutdownMode::Now,
+                noreply: false,
             }),
         ),
         (
             b"shutdown graceful\r\n",
             Ok(Request::Shutdown {
                 mode: ShutdownMode::Graceful,
+                noreply: false,
+            }),
+        ),
+        (
+            b"shutdown g\r\n",
+            Ok(Request::Shutdown {
+                mode: ShutdownMode::Graceful,
+                noreply: false,
+            }),
+        ),
+        (
+            b"shutdown noreply\r\n",
+            Ok(Request::Shutdown {
+                mode: ShutdownMode::Invalid,
+                noreply: true,
             }),
         ),
         (
             b"shutdown now\r\n",
             Ok(Request::Shutdown {
                 mode: ShutdownMode::Invalid,
+                noreply: false,
             }),
         ),
         (
@@ -337,7 +420,14 @@ fn other_commands() {
                 noreply: false,
             }),
         ),
-        (b"verbosity\r\n", Err(Error::UnknownCommand)),
+        (b"verbosity\r\n", Err(Error::BadFormat { noreply: false })),
+        (
+            b" verbosity 1 2\r\n",
+            Ok(Request::Verbosity {
+                level: 1,
+                noreply: false,
+            }),
+        ),
         (
             b"verbosity x noreply\r\n",
             Err(Error::BadFormat { noreply: true }),
@@ -374,13 +464,24 @@ fn other_commands() {
                 arg: Some(b"on"),
             }),
         ),
+        (
+            b"stats s\r\n",
+            Ok(Request::Stats {
+                sub: Some(b"settings"),
+                arg: None,
+            }),
+        ),
         (b"bogus\r\n", Err(Error::UnknownCommand)),
-        (b"\r\n", Err(Error::UnknownCommand)),
-        (b"\n", Err(Error::UnknownCommand)),
-        (b"g\r\n", Err(Error::UnknownCommand)),
-        (b"get\r\n", Err(Error::UnknownCommand)),
+        (b"bogus noreply\r\n", Err(Error::Rejected { noreply: true })),
+        (b"\r\n", Err(Error::BadFormat { noreply: false })),
+        (b"\n", Err(Error::BadFormat { noreply: false })),
+        (b"g\r\n", Err(Error::BadFormat { noreply: false })),
+        (b"ab\r\n", Err(Error::UnknownCommand)),
+        (b"get\r\n", Err(Error::BadFormat { noreply: false })),
+        (b" get k\r\n", Err(Error::UnknownCommand)),
+        (b"bget k\r\n", Err(Error::UnknownCommand)),
         (b"GET / HTTP/1.1\r\n", Err(Error::Http)),
-        (b"gogo HTTP/1.1\r\n", Err(Error::UnknownCommand)),
+        (b"gogo HTTP/1.1\r\n", Err(Error::Http)),
         (b"POST HTTP/1.0\r\n", Err(Error::Http)),
         (b"get\0 a\r\n", Err(Error::UnknownCommand)),
     ];
@@ -444,10 +545,20 @@ fn error_actions() {
     assert_eq!(Error::LineTooLong.action(), Action::Close);
     assert_eq!(Error::Http.action(), Action::Close);
     assert_eq!(
-        Error::DeleteUsage { noreply: false }.action(),
-        Action::Reply(Some(
-            &b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"[..]
-        ))
+        Error::BadStoreLine {
+            noreply: false,
+            swallow: 7
+        }
+        .action(),
+        Action::Swallow(Some(&b"CLIENT_ERROR bad command line format\r\n"[..]), 7)
+    );
+    assert_eq!(
+        Error::BadStoreLine {
+            noreply: true,
+            swallow: 7
+        }
+        .action(),
+        Action::Swallow(None, 7)
     );
 }
 
@@ -483,7 +594,7 @@ fn value_head_numbers_and_keys() {
     }
 }
 
-/// The admin commands, as memcached 1.6.18 tells them apart (which token counts,
+/// The admin commands, as memcached 1.6.45 tells them apart (which token counts,
 /// which errors `noreply` silences).
 #[test]
 fn admin_commands() {
@@ -572,7 +683,7 @@ fn admin_commands() {
         ),
         (
             b"slabs reassign 1 2 noreply\r\n",
-            Err(Error::UnknownCommand),
+            Err(Error::Rejected { noreply: true }),
         ),
         (
             b"slabs automove 2\r\n",
@@ -654,9 +765,9 @@ fn admin_commands() {
             b"lru bogus noreply\r\n",
             Err(Error::Rejected { noreply: true }),
         ),
-        (b"lru\r\n", Err(Error::UnknownCommand)),
+        (b"lru\r\n", Err(Error::Rejected { noreply: false })),
         // process_watch_command: no argument is `fetchers`; every token must name an
-        // event type; `noreply` is looked for (and is not one).
+        // event type (or a prefix of one); `noreply` means nothing to it.
         (b"watch\r\n", watch(Some(w::FETCHERS), false)),
         (
             b"watch  mutations evictions \r\n",
@@ -670,8 +781,12 @@ fn admin_commands() {
             ),
         ),
         (b"watch Fetchers\r\n", watch(None, false)),
-        (b"watch noreply\r\n", watch(None, true)),
-        (b"watch fetchers noreply\r\n", watch(None, true)),
+        (b"watch noreply\r\n", watch(None, false)),
+        (b"watch fetchers noreply\r\n", watch(None, false)),
+        (
+            b"watch f m\r\n",
+            watch(Some(w::FETCHERS | w::MUTATIONS), false),
+        ),
     ];
     for (input, want) in cases {
         let (got, n) = full(input);

@@ -1,6 +1,7 @@
 //! The request line, as memcached reads it before it looks at the command: where the
-//! line ends (`try_read_command_ascii`) and how it splits into tokens
-//! (`tokenize_command`), both in proto_text.c of memcached 1.6.18.
+//! line ends (`try_read_command_ascii`, proto_text.c) and how it splits into tokens
+//! (mcmc's `mcmc_tokenize`, which memcached 1.6.45's parser uses; 1.6.18's
+//! `tokenize_command` split the same way).
 //!
 //! The classic parser ([`super::parse`]) and the meta parser ([`super::meta`]) both
 //! work on what this file produces; it imports nothing of `text`. The strict number
@@ -30,8 +31,8 @@ const LONG_LINE_MAX_LEADING_SPACES: usize = 100;
 /// What is at the front of the read buffer.
 pub(crate) enum Found<'a> {
     /// A complete line: its text (the `\r` before the `\n` dropped when the line has
-    /// more than one byte, cut at the first NUL) and the bytes it takes, newline
-    /// included.
+    /// more than one byte; a NUL is a byte like any other, as memcached 1.6.45's
+    /// parser reads lengths, not C strings) and the bytes it takes, newline included.
     Line { line: &'a [u8], consumed: usize },
     /// No newline yet: keep the bytes and wait for more.
     NeedMore,
@@ -58,10 +59,6 @@ pub(crate) fn find_line(buf: &[u8], max_get_line: usize) -> Found<'_> {
     let mut line = &buf[..nl];
     if line.len() > 1 && line[line.len() - 1] == b'\r' {
         line = &line[..line.len() - 1];
-    }
-    // memcached handles the line as a C string: a NUL ends it.
-    if let Some(nul) = memchr::memchr(0, line) {
-        line = &line[..nul];
     }
     Found::Line {
         line,

@@ -1,5 +1,5 @@
 //! `watch`: memcached's live log streams (`logger.c`, `logger.h` and
-//! `process_watch_command` of memcached 1.6.18). What a `watch` line asks for
+//! `process_watch_command` of memcached 1.6.45). What a `watch` line asks for
 //! ([`parse_events`], the `LOG_*` bits below) and the log lines, one writer per event
 //! type, byte for byte as memcached's `_logger_parse_*` functions print them.
 //!
@@ -46,28 +46,33 @@ pub const DELETIONS: u16 = 1 << 13;
 pub const SLOWLOG: u16 = 1 << 14;
 
 /// The event types named after `watch` (the tokens after the command), as
-/// `process_watch_command`: each must be one of the names exactly, and none means
-/// `fetchers`. `None` when one is not a name (memcached answers `ERROR`).
+/// memcached 1.6.45's `process_watch_command`: each must be one of the names or a
+/// prefix of one (`strncmp` over the token's length; the first name in memcached's
+/// order wins), and none means `fetchers`. `None` when one is not (memcached answers
+/// `ERROR`).
 pub fn parse_events(args: &[&[u8]]) -> Option<u16> {
+    const NAMES: [(&[u8], u16); 11] = [
+        (b"rawcmds", RAWCMDS),
+        (b"evictions", EVICTIONS),
+        (b"fetchers", FETCHERS),
+        (b"mutations", MUTATIONS),
+        (b"sysevents", SYSEVENTS),
+        (b"connevents", CONNEVENTS),
+        (b"proxyreqs", PROXYREQS),
+        (b"proxyevents", PROXYEVENTS),
+        (b"proxyuser", PROXYUSER),
+        (b"deletions", DELETIONS),
+        (b"slowlog", SLOWLOG),
+    ];
     if args.is_empty() {
         return Some(FETCHERS);
     }
     let mut events = 0;
     for arg in args {
-        events |= match *arg {
-            b"rawcmds" => RAWCMDS,
-            b"evictions" => EVICTIONS,
-            b"fetchers" => FETCHERS,
-            b"mutations" => MUTATIONS,
-            b"sysevents" => SYSEVENTS,
-            b"connevents" => CONNEVENTS,
-            b"proxyreqs" => PROXYREQS,
-            b"proxyevents" => PROXYEVENTS,
-            b"proxyuser" => PROXYUSER,
-            b"deletions" => DELETIONS,
-            b"slowlog" => SLOWLOG,
-            _ => return None,
-        };
+        let (_, bit) = NAMES
+            .iter()
+            .find(|(name, _)| !arg.is_empty() && name.starts_with(arg))?;
+        events |= bit;
     }
     Some(events)
 }

@@ -87,10 +87,14 @@ pub fn execute(
         } => put(out, noreply, touch(key, exptime, cx)),
         Request::Stats { sub, arg } => crate::admin::stats::render(cx.server, sub, arg, out),
         Request::FlushAll { delay, noreply } => {
-            let r: &[u8] = if admin::flush_all(cx, i64::from(delay), true) {
-                reply::OK
-            } else {
-                b"CLIENT_ERROR flush_all not allowed\r\n"
+            // memcached counts the command and checks -F before it reads the delay.
+            let r: &[u8] = match delay {
+                None if cx.server.settings.flush_enabled => {
+                    cx.counters.cmd_flush.incr();
+                    reply::BAD_EXPTIME
+                }
+                _ if admin::flush_all(cx, i64::from(delay.unwrap_or(0)), true) => reply::OK,
+                _ => b"CLIENT_ERROR flush_all not allowed\r\n",
             };
             put(out, noreply, r);
         }
@@ -106,10 +110,10 @@ pub fn execute(
         Request::Meta(m) => return super::meta::execute(m, cx, out),
         Request::Admin(a) => return super::lru::execute(a, cx, out, &mut resume.walk, out_limit),
         Request::Quit => return Flow::Quit,
-        Request::Shutdown { mode } => match admin::shutdown(cx, mode) {
+        Request::Shutdown { mode, noreply } => match admin::shutdown(cx, mode) {
             Shutdown::Started => return Flow::Quit,
-            Shutdown::Disabled => out.extend_from_slice(reply::SHUTDOWN_DISABLED),
-            Shutdown::InvalidMode => out.extend_from_slice(reply::SHUTDOWN_INVALID_MODE),
+            Shutdown::Disabled => put(out, noreply, reply::SHUTDOWN_DISABLED),
+            Shutdown::InvalidMode => put(out, noreply, reply::SHUTDOWN_INVALID_MODE),
         },
         // memcached's process_refresh_certs_command: noreply silences OK only; an
         // error is always written.
@@ -222,6 +226,7 @@ fn get(
     };
     let fetcher = Fetcher::new(cx, counts, true);
     let start = out.len();
+    let all = keys.clone();
     // Start loading later keys' index buckets, then their items, so the cache
     // misses of many keys overlap instead of adding up. The key being looked up
     // next gains nothing: only later ones are hinted.
@@ -247,7 +252,7 @@ fn get(
         if key.len() > KEY_MAX_LEN {
             // memcached drops what this get produced so far and reports the error.
             out.truncate(start);
-            out.extend_from_slice(reply::BAD_FORMAT);
+            key_too_long(all.clone(), touch.is_none(), out);
             resume.keys = 0;
             return Flow::Next;
         }
@@ -268,4 +273,20 @@ fn get(
     resume.keys = 0;
     out.extend_from_slice(reply::END);
     Flow::Next
+}
+
+/// memcached 1.6.45's reply to a get that meets a key over 250 bytes: its
+/// `process_get_command_err` copies the error line it wrote, `\r\n` included, and
+/// writes that as a new line, so the error ends in `\r\n\r\n`. Under `noreply` (a
+/// get's last token, within mcmc's 23; gat takes none) the first write was skipped
+/// and only the empty line goes out.
+#[cold]
+fn key_too_long(keys: Keys<'_>, takes_noreply: bool, out: &mut Out) {
+    // The tokens mcmc keeps: the command and 22 keys.
+    const KEYS_TOKENIZED: usize = 22;
+    let last = keys.take(KEYS_TOKENIZED).last();
+    if !(takes_noreply && last == Some(&b"noreply"[..])) {
+        out.extend_from_slice(reply::BAD_FORMAT);
+    }
+    out.extend_from_slice(b"\r\n");
 }
