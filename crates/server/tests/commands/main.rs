@@ -292,7 +292,7 @@ fn delete_command(s: &Server) {
     c.call(b"delete d\r\n", b"DELETED\r\n");
     c.call(b"get d\r\n", b"END\r\n");
     c.call(b"delete d\r\n", b"NOT_FOUND\r\n");
-    // 1.6.45's process_delete_command ignores what follows the key (1.6.18
+    // 1.6.45's process_delete_cmd ignores what follows the key (1.6.18
     // refused a hold time other than 0): each of these deletes. `noreply` counts
     // only as the last token.
     for line in [
