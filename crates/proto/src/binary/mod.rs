@@ -49,7 +49,9 @@ pub mod status;
 
 pub use frame::{frame, Frame, Header, HEADER_LEN, REQ_MAGIC, RES_MAGIC};
 pub use reply::{error, header, hit, hit_head, miss_with_key, simple, stat};
-pub use request::{decode, Reject, Request, StoreKind, MAX_SASL_MECH_LEN, NO_CREATE};
+pub use request::{
+    decode, Reject, Request, StoreKind, BODY_MAX_BYTES, MAX_SASL_MECH_LEN, NO_CREATE,
+};
 
 #[cfg(test)]
 mod tests;
