@@ -40,8 +40,9 @@
 //!   binary quiet request that says nothing. A round ends after `mn`, `quit`, a
 //!   binary NOOP or error, every `-R` requests (each counted in `conn_yields`) and
 //!   at the end of the datagram; a text get no longer ends one (1.6.35's get
-//!   batches with what follows it, as every other command does). Text replies suppressed by
-//!   `noreply` or meta quiet mode are never sent. [`Tx`] walks the same steps.
+//!   batches with what follows it, as every other command does). Text replies
+//!   suppressed by `noreply` or meta quiet mode are never sent. [`Tx`] walks the
+//!   same steps.
 //! - A key dump (`lru_crawler metadump`/`mgdump`) gets no reply: memcached hands the
 //!   UDP socket to its crawler thread, whose writes go nowhere; here the request is
 //!   dropped, since a dump cannot be cut into one reply's datagrams.
