@@ -549,9 +549,11 @@ impl Session {
 }
 
 /// memcached's `resp_has_stack` at a `watch` that follows `before` in one batch:
-/// does memcached still hold replies of those requests? A text get or `mn` writes
-/// every reply so far out at once; any other request leaves its reply (even an empty
-/// `noreply` one) queued. Called only for `watch`: `before` is parsed again.
+/// does memcached still hold replies of those requests? `mn` writes every reply so
+/// far out at once; any other request leaves its reply (even an empty `noreply`
+/// one) queued, a text get included (1.6.35's get batches with what follows it:
+/// `process_get_command` goes on to `conn_new_cmd`). Called only for `watch`:
+/// `before` is parsed again.
 fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
     let mut stacked = false;
     let mut pos = 0;
@@ -565,7 +567,7 @@ fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
             | Ok(Request::Meta(Meta::Fail { swallow, .. })) => *swallow,
             _ => 0,
         };
-        stacked = !matches!(parsed, Ok(Request::Get { .. } | Request::Meta(Meta::Noop)));
+        stacked = !matches!(parsed, Ok(Request::Meta(Meta::Noop)));
         if pos >= before.len() {
             break;
         }

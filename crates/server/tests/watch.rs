@@ -1,9 +1,9 @@
-//! `watch`: log streams over real sockets. The lines are memcached 1.6.18's, byte for
+//! `watch`: log streams over real sockets. The lines are memcached 1.6.45's, byte for
 //! byte once what legitimately differs is masked (`ts`, `gid`, `cfd`: times, event
-//! numbers, socket numbers); `MEMCRAB_TEST_SERVER=/usr/bin/memcached cargo test --test
+//! numbers, socket numbers);
+//! `MEMCRAB_TEST_SERVER=/work/shared/memcached-1.6.45/bin/memcached cargo test --test
 //! watch` runs the same checks against memcached. Where memcrab differs on purpose
-//! the test says so and checks memcrab only:
-//! - `deletions` is memcached 1.6.20's (1.6.18 answers `ERROR`);
+//! the test says so:
 //! - memcached also logs an `item_get` for the lookup inside every store, delete and
 //!   incr/decr; memcrab logs the fetching commands' lookups only, so the fetcher
 //!   checks below make no stores while watching.
@@ -374,11 +374,6 @@ fn connevents_on_a_unix_socket() {
 fn deletions_log_removed_items() {
     let server = Server::tcp(&[]);
     let mut c = server.connect();
-    if against_memcached() {
-        // 1.6.18 has no `deletions` (1.6.20 added it).
-        c.call(b"watch deletions\r\n", b"ERROR\r\n");
-        return;
-    }
     c.call(&store("set", "a", 0, 0, b"hello"), b"STORED\r\n");
     c.call(&store("set", "b", 1, 0, &[b'v'; 200]), b"STORED\r\n");
     c.call(&store("set", "c", 0, 0, b"x"), b"STORED\r\n");
@@ -389,7 +384,11 @@ fn deletions_log_removed_items() {
     // Invalidation keeps the item: not a deletion.
     c.call(b"md c I\r\n", b"HD\r\n");
     sentinel(&mut c);
-    let got = events(&w.until("key=sentinel"));
+    let mut got = events(&w.until("key=sentinel"));
+    if against_memcached() {
+        // memcached's lookups inside delete and md (see the module docs).
+        got.retain(|l| !l.starts_with("type=item_get") || l.contains("key=sentinel"));
+    }
     assert_eq!(
         got,
         [
@@ -478,7 +477,11 @@ fn disabled_with_dash_w() {
         b"watch bogus\r\n",
         b"CLIENT_ERROR watch commands not allowed\r\n",
     );
-    c.send(b"watch noreply\r\n");
+    // 1.6.45's process_watch_command refuses before it looks at noreply.
+    c.call(
+        b"watch noreply\r\n",
+        b"CLIENT_ERROR watch commands not allowed\r\n",
+    );
     c.sync();
     let mut long = server.connect();
     long.call(
@@ -493,7 +496,9 @@ fn watch_requests_as_memcached_parses_them() {
     let mut c = server.connect();
     c.call(b"watch bogus\r\n", b"ERROR\r\n");
     c.call(b"watch Fetchers\r\n", b"ERROR\r\n");
-    c.send(b"watch fetchers noreply\r\n");
+    // `noreply` is not a watch name: 1.6.45's process_watch_command answers
+    // ERROR and never looks at it as a flag.
+    c.call(b"watch fetchers noreply\r\n", b"ERROR\r\n");
     c.sync();
     // Replies still queued before it: refused (a get or mn sends them first).
     c.send(b"version\r\nwatch\r\n");
@@ -505,11 +510,16 @@ fn watch_requests_as_memcached_parses_them() {
     );
     let mut m = server.connect();
     m.call(b"mn\r\nwatch\r\n", b"MN\r\nOK\r\n");
-    // After a get the stream starts; what the watcher sends is never served.
+    // A get's reply stays queued too (1.6.35's get batches with what follows).
+    c.call(
+        b"get q\r\nwatch\r\nget own0\r\n",
+        b"VALUE q 0 1\r\nx\r\nEND\r\nERROR cannot pipeline other commands before watch\r\nEND\r\n",
+    );
+    // After `mn` the stream starts; what the watcher sends is never served.
     let mut w = server.connect();
     w.call(
-        b"get q\r\nwatch\r\nget own1\r\n",
-        b"VALUE q 0 1\r\nx\r\nEND\r\nOK\r\n",
+        b"get q\r\nmn\r\nwatch\r\nget own1\r\n",
+        b"VALUE q 0 1\r\nx\r\nEND\r\nMN\r\nOK\r\n",
     );
     w.send(b"get own2\r\nversion\r\n");
     c.call(b"get q\r\n", b"VALUE q 0 1\r\nx\r\nEND\r\n");

@@ -1,5 +1,5 @@
 //! memcached's binary protocol (deprecated upstream since 1.6, still served by
-//! 1.6.18): request framing and validation, response encoders, and client-side
+//! 1.6.45): request framing and validation, response encoders, and client-side
 //! request encoders for tests.
 //!
 //! Requests are parsed in place: [`frame`] looks only at the 24-byte header and
@@ -10,6 +10,7 @@
 //! ```text
 //!   magic != 0x80                      -> close, no reply
 //!   keylen + extlen > bodylen          -> 0x81 "Unknown command", close after write
+//!   bodylen > 1 GiB (BODY_MAX_BYTES)   -> 0x04 "Invalid arguments", close after write
 //!   SASL on, not authenticated         -> 0x20 "Auth failure.", close after write
 //!   keylen > 250                       -> 0x04 "Invalid arguments", close after write
 //!   per-opcode length rules violated   -> 0x04 "Invalid arguments", close after write
@@ -32,7 +33,8 @@
 //!   ├── op.rs        opcodes (protocol_binary.h); a leaf
 //!   ├── status.rs    response statuses and write_bin_error's texts; a leaf
 //!   ├── request.rs   Request, StoreKind, Reject, decode, NO_CREATE,
-//!   │                MAX_SASL_MECH_LEN          ──► frame, op, status, memcrab_limits
+//!   │                MAX_SASL_MECH_LEN, BODY_MAX_BYTES
+//!   │                                           ──► frame, op, status, memcrab_limits
 //!   ├── reply.rs     response encoders: header, simple, error, hit, hit_head,
 //!   │                miss_with_key, stat        ──► frame, op, status
 //!   ├── client.rs    client side: raw, request, store_extras, arith_extras,
@@ -49,7 +51,9 @@ pub mod status;
 
 pub use frame::{frame, Frame, Header, HEADER_LEN, REQ_MAGIC, RES_MAGIC};
 pub use reply::{error, header, hit, hit_head, miss_with_key, simple, stat};
-pub use request::{decode, Reject, Request, StoreKind, MAX_SASL_MECH_LEN, NO_CREATE};
+pub use request::{
+    decode, Reject, Request, StoreKind, BODY_MAX_BYTES, MAX_SASL_MECH_LEN, NO_CREATE,
+};
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,9 @@ use super::status;
 
 /// memcached's `MAX_SASL_MECH_LEN`.
 pub const MAX_SASL_MECH_LEN: usize = 32;
+/// memcached's `ITEM_SIZE_MAX_UPPER_LIMIT` (1 GiB): `dispatch_bin_command` refuses
+/// a longer declared body (1.6.45) before anything else reads it as a signed length.
+pub const BODY_MAX_BYTES: u32 = 1024 * 1024 * 1024;
 /// incr/decr's expiration that means "do not create".
 pub const NO_CREATE: u32 = 0xffff_ffff;
 
@@ -108,6 +111,9 @@ pub fn decode<'a>(
     let bodylen = h.bodylen;
     if keylen > bodylen || keylen + extlen > bodylen {
         return Err(Reject::Close(status::UNKNOWN_COMMAND));
+    }
+    if bodylen > BODY_MAX_BYTES {
+        return Err(Reject::Close(status::EINVAL));
     }
     if sasl
         && !authenticated

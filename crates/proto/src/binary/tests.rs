@@ -30,6 +30,11 @@ fn length_matrix() {
         dec(&r, false, false),
         Err(Reject::Close(status::UNKNOWN_COMMAND))
     );
+    // A body over 1 GiB: EINVAL, close, before the SASL gate (1.6.45).
+    let r = client::raw(op::SET, 1, 8, BODY_MAX_BYTES + 1, 0, 0, &[0; 9]);
+    assert_eq!(dec(&r, true, false), Err(Reject::Close(status::EINVAL)));
+    let r = client::raw(op::SET, 1, 8, BODY_MAX_BYTES, 0, 0, &[0; 9]);
+    assert!(dec(&r, false, false).is_ok());
     // keylen 251: EINVAL, close.
     let r = client::request(op::GET, &[], &[b'a'; 251], &[], 0, 0);
     assert_eq!(dec(&r, false, false), Err(Reject::Close(status::EINVAL)));

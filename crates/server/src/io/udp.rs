@@ -37,10 +37,12 @@
 //! - memcached sends an empty reply object as a bare header whose total is 0 when it
 //!   is the first reply object sent in a "write round" (it is folded into the
 //!   previous send otherwise): `quit`, a multi-get whose first key misses, and a
-//!   binary quiet request that says nothing. A round ends after a text get, `mn`,
-//!   `quit`, a binary NOOP or error, every `-R` requests (each counted in
-//!   `conn_yields`) and at the end of the datagram. Text replies suppressed by
-//!   `noreply` or meta quiet mode are never sent. [`Tx`] walks the same steps.
+//!   binary quiet request that says nothing. A round ends after `mn`, `quit`, a
+//!   binary NOOP or error, every `-R` requests (each counted in `conn_yields`) and
+//!   at the end of the datagram; a text get no longer ends one (1.6.35's get
+//!   batches with what follows it, as every other command does). Text replies
+//!   suppressed by `noreply` or meta quiet mode are never sent. [`Tx`] walks the
+//!   same steps.
 //! - A key dump (`lru_crawler metadump`/`mgdump`) gets no reply: memcached hands the
 //!   UDP socket to its crawler thread, whose writes go nowhere; here the request is
 //!   dropped, since a dump cannot be cut into one reply's datagrams.
@@ -297,8 +299,8 @@ impl Tx<'_> {
         self.pending = false;
     }
 
-    /// A request is done; `forces_write` if memcached writes at once after it (a
-    /// text get, `mn`, `quit`, a binary NOOP or error), `more` if bytes follow it in
+    /// A request is done; `forces_write` if memcached writes at once after it
+    /// (`mn`, `quit`, a binary NOOP or error), `more` if bytes follow it in
     /// the datagram. This walks memcached's `conn_new_cmd` state: every `-R`
     /// requests it writes what is pending and yields (`conn_yields`), and it writes
     /// before waiting for the next datagram.
@@ -447,7 +449,7 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Out, tx: &mut Tx<'_>) 
                 Some(consumed) => pos += consumed,
                 None => return,
             }
-            tx.request_done(true, pos < payload.len());
+            tx.request_done(false, pos < payload.len());
             continue;
         }
         out.clear();
@@ -469,7 +471,7 @@ fn serve_datagram(payload: &[u8], cx: &Ctx<'_>, out: &mut Out, tx: &mut Tx<'_>) 
         let forces_write = match kind {
             Kind::Binary { opcode } => opcode == bin::op::NOOP || is_bin_error(out),
             Kind::Text { is_mn } => is_mn,
-            Kind::Get { .. } => true,
+            Kind::Get { .. } => false,
         };
         match flow {
             Flow::Next | Flow::Suspend => answer(tx, out),

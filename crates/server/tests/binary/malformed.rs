@@ -138,18 +138,32 @@ fn malformed_length_matrix() {
     c.wait_server_read();
     c.send(&b[10..]);
     expect_hit(&mut c, op::GETK, 11, Cas::New, 0, b"keep", b"safe");
-    // Huge declared bodies on a storage command are refused before allocation.
+    // Huge declared bodies on a storage command are refused before allocation:
+    // over -I, too large, the body swallowed (memcached answers once it has
+    // swallowed it, so it is sent whole); over 1 GiB, 1.6.45's
+    // dispatch_bin_command refuses it as invalid and closes.
     let mut c = s.connect();
-    c.send(&raw(
+    let body_bytes: u32 = 2 << 20;
+    let mut big = raw(
         op::SET,
         1,
         8,
-        u32::MAX,
+        body_bytes,
         0,
         0,
         &[0, 0, 0, 0, 0, 0, 0, 0, b'k'],
-    ));
+    );
+    big.resize(big.len() + body_bytes as usize - 9, b'x');
+    c.send(&big);
     expect_err(&mut c, op::SET, status::E2BIG, 0);
+    sync(&mut c);
+    raw_error_then_close(
+        &s,
+        op::SET,
+        (1, 8, u32::MAX),
+        &[0, 0, 0, 0, 0, 0, 0, 0, b'k'],
+        status::EINVAL,
+    );
     assert_alive(&s, b"keep", b"safe");
 }
 
