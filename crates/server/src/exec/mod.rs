@@ -11,8 +11,8 @@
 //!   exec/mod.rs   Ctx (what a worker executes with), Flow (what the caller does
 //!                 next), Resume (a paused request's progress)
 //!   protocols:
-//!     text.rs     classic text commands; hands meta to meta.rs and lru_crawler,
-//!                 slabs and lru to lru.rs
+//!     text.rs     classic text commands; hands lru_crawler, slabs and lru to
+//!                 lru.rs (the request step sends meta requests to meta.rs)
 //!     meta.rs     mg ms md ma mn me (proto_text.c's process_m*)
 //!     binary.rs   binary packets (proto_bin.c), SASL
 //!     lru.rs      lru_crawler (crawls, key dumps), slabs, lru

@@ -1,7 +1,8 @@
 //! Classic text-protocol requests (`proto_text.c`'s `process_*_command`): each maps
-//! its options onto a command family's call and encodes memcached's reply. Meta
-//! requests, which arrive through the same parser, go to [`super::meta`];
-//! `lru_crawler`, `slabs` and `lru` to [`super::lru`].
+//! its options onto a command family's call and encodes memcached's reply.
+//! `lru_crawler`, `slabs` and `lru` go on to [`super::lru`]. Meta requests arrive
+//! through the same parser, but the request step hands them to `exec/meta.rs`,
+//! which stands beside this file.
 
 use memcrab_proto::text::watch::DeleteCmd;
 use memcrab_proto::text::{reply, Keys, Request, StoreCmd, KEY_MAX_LEN};
@@ -107,7 +108,8 @@ pub fn execute(
             admin::verbosity(cx, level);
             put(out, noreply, reply::OK);
         }
-        Request::Meta(m) => return super::meta::execute(m, cx, out),
+        // The request step hands meta requests to exec/meta.rs; none come here.
+        Request::Meta(_) => {}
         Request::Admin(a) => return super::lru::execute(a, cx, out, &mut resume.walk, out_limit),
         Request::Quit => return Flow::Quit,
         Request::Shutdown { mode, noreply } => match admin::shutdown(cx, mode) {
