@@ -220,13 +220,16 @@ impl Default for Settings {
             latency: true,
             hotkeys: true,
             slowlog_us: 0,
-            slowlog_len: crate::admin::slowlog::CAPACITY_DEFAULT,
+            slowlog_len: SLOWLOG_LEN_DEFAULT,
         }
     }
 }
 
 /// memcached's `LOGGER_WATCHER_BUF_SIZE`: 256 KiB of log lines per watcher.
 pub const WATCHER_BUF_BYTES_DEFAULT: usize = 256 * 1024;
+
+/// `-o slowlog_len`'s default: the slow log keeps the newest 128 entries.
+pub const SLOWLOG_LEN_DEFAULT: usize = 128;
 
 /// `-o value_lend_min`'s default: values of 4 KiB and more are sent from item
 /// memory (docs/benchmarks.md, "Zero-copy values", measured it).
