@@ -58,7 +58,7 @@ use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
-use crate::admin::{slab, watch};
+use crate::admin::{evictions, slab};
 use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
@@ -278,7 +278,7 @@ fn report_evictions(server: &Arc<Server>, clock: Arc<Clock>) {
     let s = &server.settings;
     server
         .engine
-        .set_eviction_listener(Arc::new(watch::EvictionReport {
+        .set_eviction_listener(Arc::new(evictions::EvictionReport {
             hub: Arc::clone(&server.watch),
             clock,
             classes: slab::Classes {

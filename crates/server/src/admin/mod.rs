@@ -12,6 +12,7 @@
 //!         └── tunables.rs   what lru_crawler, slabs and lru change at run time
 //!   admin/watch.rs      `watch`'s hub and log streams (fetchers, mutations,
 //!                       evictions, connevents, deletions)
+//!   admin/evictions.rs  the engine's eviction listener: `watch evictions`' lines
 //!   admin/metrics/      the `/metrics` listener (-o metrics_listen): its own thread,
 //!                       memcached_exporter's series rendered from `stats`
 //!   admin/observe.rs    what the request step measures, held together: the
@@ -23,6 +24,7 @@
 //! ```
 
 pub mod counters;
+pub mod evictions;
 pub mod hotkeys;
 pub mod latency;
 pub mod metrics;
