@@ -32,8 +32,9 @@ use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
 use crate::exec::probe::Probe;
-use crate::exec::{self, Ctx, Flow, Resume};
+use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
+use crate::server::Ctx;
 use crate::startup::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line

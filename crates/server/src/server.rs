@@ -1,8 +1,10 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
 //! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
-//! `reload` (SIGHUP).
+//! `reload` (SIGHUP); and [`Ctx`], one worker's view of it, which every executor
+//! and transport is handed.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -13,6 +15,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::admin::counters::{Counters, Totals};
 use crate::admin::observe::Observe;
 use crate::admin::prefix::Prefixes;
+use crate::admin::slab::Classes;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
 use crate::startup::auth::Users;
@@ -217,6 +220,31 @@ impl Server {
             for w in wakers {
                 let _ = w.wake();
             }
+        }
+    }
+}
+
+/// What a worker needs to execute requests (one per worker thread).
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub engine: &'a dyn Engine,
+    /// The executing worker's own counters.
+    pub counters: &'a Counters,
+    /// The executing worker's number (its event loop is what a new watcher wakes).
+    pub worker: usize,
+    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
+    /// sets it before it serves a connection or a UDP socket.
+    pub fd: Cell<i32>,
+}
+
+impl Ctx<'_> {
+    /// memcached's slab classes under these settings, for the `clsid` of log lines.
+    pub(crate) fn classes(&self) -> Classes {
+        let s = &self.server.settings;
+        Classes {
+            chunk_size: s.chunk_size,
+            growth_factor: s.growth_factor,
+            use_cas: s.use_cas,
         }
     }
 }

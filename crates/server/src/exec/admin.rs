@@ -7,10 +7,9 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::server::Ctx;
 use memcrab_proto::text::watch as watch_reply;
 use memcrab_proto::text::{reply, ShutdownMode};
-
-use super::Ctx;
 
 /// memcached's `MAX_VERBOSITY_LEVEL`.
 const MAX_VERBOSITY_LEVEL: u32 = 2;

@@ -8,8 +8,8 @@
 //! as that protocol's reply.
 //!
 //! ```text
-//!   exec/mod.rs   Ctx (what a worker executes with), Flow (what the caller does
-//!                 next), Resume (a paused request's progress)
+//!   exec/mod.rs   Flow (what the caller does next), Resume (a paused request's
+//!                 progress), Seen (what a lookup showed, for `watch`)
 //!   protocols:
 //!     text.rs     classic text commands; hands lru_crawler, slabs and lru to
 //!                 lru.rs (the request step sends meta requests to meta.rs)
@@ -29,7 +29,8 @@
 //! ```
 //!
 //! Executors know nothing of connections: they read a request and append to an
-//! output buffer. The request step (`crate::request`) feeds them, and the transports
+//! output buffer, with the worker's `Ctx` (`crate::server`, beside the state it
+//! points into). The request step (`crate::request`) feeds them, and the transports
 //! (`crate::io`) feed the request step.
 
 pub mod admin;
@@ -43,38 +44,7 @@ pub mod probe;
 pub mod store;
 pub mod text;
 
-use std::cell::Cell;
-
-use memcrab_store::{Engine, Item, WalkCursor};
-
-use crate::admin::counters::Counters;
-use crate::admin::slab::Classes;
-use crate::server::Server;
-
-/// What a worker needs to execute requests (one per worker thread).
-pub struct Ctx<'a> {
-    pub server: &'a Server,
-    pub engine: &'a dyn Engine,
-    /// The executing worker's own counters.
-    pub counters: &'a Counters,
-    /// The executing worker's number (its event loop is what a new watcher wakes).
-    pub worker: usize,
-    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
-    /// sets it before it serves a connection or a UDP socket.
-    pub fd: Cell<i32>,
-}
-
-impl Ctx<'_> {
-    /// memcached's slab classes under these settings, for the `clsid` of log lines.
-    pub(crate) fn classes(&self) -> Classes {
-        let s = &self.server.settings;
-        Classes {
-            chunk_size: s.chunk_size,
-            growth_factor: s.growth_factor,
-            use_cas: s.use_cas,
-        }
-    }
-}
+use memcrab_store::{Item, WalkCursor};
 
 /// What the connection does after a request.
 #[derive(Debug, PartialEq, Eq)]

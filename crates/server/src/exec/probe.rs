@@ -32,12 +32,13 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
 use memcrab_proto::text::{Keys, Request, StoreCmd};
 
-use super::{Ctx, Flow};
+use super::Flow;
 use crate::admin::latency::{
     self, BINARY, CAS, DECR, DELETE, GAT, GET, INCR, META, OTHER, SET, TEXT, TOUCH,
 };
 use crate::admin::observe::WorkerObs;
 use crate::out::Out;
+use crate::server::Ctx;
 
 /// One request in flight: what it is, and when it started. Small, so that it stays
 /// in registers across the executor call; the key is kept only when needed.

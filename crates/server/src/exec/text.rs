@@ -15,9 +15,9 @@ use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
-use super::{Ctx, Flow, Resume};
+use super::{Flow, Resume};
 use crate::out::Out;
-use crate::server::VERSION;
+use crate::server::{Ctx, VERSION};
 
 /// How many keys ahead a multiget prefetches index buckets, and items.
 const PREFETCH_INDEX_AHEAD: usize = 8;
