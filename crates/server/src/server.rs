@@ -1,8 +1,8 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
 //! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
-//! `reload` (SIGHUP); and [`Ctx`], one worker's view of it, which every executor
-//! and transport is handed.
+//! `reload` (SIGHUP), and what the request step measures ([`Observe`]); and
+//! [`Ctx`], one worker's view of it, which every executor and transport is handed.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -12,10 +12,13 @@ use std::sync::{Arc, OnceLock};
 use memcrab_store::Engine;
 use parking_lot::{Mutex, RwLock};
 
+use crate::admin::clock::Ticks;
 use crate::admin::counters::{Counters, Totals};
-use crate::admin::observe::Observe;
+use crate::admin::hotkeys::HotKeys;
+use crate::admin::latency::{Latencies, Snapshot};
 use crate::admin::prefix::Prefixes;
 use crate::admin::slab::Classes;
+use crate::admin::slowlog::SlowLog;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
 use crate::startup::auth::Users;
@@ -224,6 +227,82 @@ impl Server {
     }
 }
 
+/// One worker's recorders.
+pub struct WorkerObs {
+    pub latencies: Latencies,
+    pub hotkeys: HotKeys,
+}
+
+/// What the request step measures for operators, held together, and whether each
+/// is on (`-o latency`, `-o hotkeys`, `-o slowlog_us`). The request step records
+/// through `exec/probe.rs`; `stats latency|hotkeys|slowlog` (`admin/stats.rs`),
+/// `/metrics` and `watch slowlog` read it.
+///
+/// ```text
+///   Observe ── ticks: Ticks (admin/clock.rs: the CPU's time-stamp counter, ns per
+///           │         tick calibrated once at start-up against the monotonic clock)
+///           ├─ workers[w]: Latencies (admin/latency.rs) + HotKeys (admin/hotkeys.rs)
+///           │              written only by worker w
+///           └─ slowlog: SlowLog (admin/slowlog.rs), any worker, under its lock
+/// ```
+pub struct Observe {
+    /// Anything is measured: `timed || hotkeys` (the request step's one check).
+    pub any: bool,
+    /// Requests are timed: latency histograms on, or a slow log threshold set.
+    pub timed: bool,
+    /// Histograms recorded (`-o latency=on`, the default).
+    pub latency: bool,
+    /// Hot keys sampled (`-o hotkeys=on`, the default).
+    pub hotkeys: bool,
+    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
+    /// its key until it is timed.
+    pub slowlog_on: bool,
+    pub ticks: Ticks,
+    pub workers: Vec<WorkerObs>,
+    pub slowlog: SlowLog,
+}
+
+impl Observe {
+    pub fn new(
+        workers: usize,
+        latency: bool,
+        hotkeys: bool,
+        slowlog_us: u64,
+        slowlog_len: usize,
+    ) -> Self {
+        let timed = latency || slowlog_us > 0;
+        Observe {
+            any: timed || hotkeys,
+            timed,
+            latency,
+            hotkeys,
+            slowlog_on: slowlog_us > 0,
+            ticks: if timed {
+                Ticks::calibrate()
+            } else {
+                Ticks::off()
+            },
+            workers: (0..workers)
+                .map(|w| WorkerObs {
+                    latencies: Latencies::default(),
+                    hotkeys: HotKeys::new(w as u64 + 1),
+                })
+                .collect(),
+            slowlog: SlowLog::new(slowlog_us, slowlog_len),
+        }
+    }
+
+    /// Every worker's histograms merged, in `latency::series` order.
+    pub fn latencies(&self) -> Vec<Snapshot> {
+        Latencies::merged(self.workers.iter().map(|w| &w.latencies))
+    }
+
+    /// Every worker's hot-key sketches.
+    pub fn hotkeys(&self) -> impl Iterator<Item = &HotKeys> + Clone {
+        self.workers.iter().map(|w| &w.hotkeys)
+    }
+}
+
 /// What a worker needs to execute requests (one per worker thread).
 pub struct Ctx<'a> {
     pub server: &'a Server,
@@ -246,5 +325,20 @@ impl Ctx<'_> {
             growth_factor: s.growth_factor,
             use_cas: s.use_cas,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_means_untimed() {
+        let o = Observe::new(2, false, false, 0, 4);
+        assert!(!o.timed && o.workers.len() == 2);
+        assert!(
+            Observe::new(1, false, true, 5, 4).timed,
+            "the slow log times"
+        );
     }
 }
