@@ -7,7 +7,7 @@
 //!                                         ├─ clock ticker, engine maintainer
 //!                                         ├─ metrics thread (-o metrics_listen)
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
-//!                                              shutdown, SIGHUP → Server::reload:
+//!                                              shutdown, SIGHUP → service::reload:
 //!                                              users and TLS certificates)
 //!   after the threads end: a graceful stop (SIGUSR1, `shutdown graceful`) with -e
 //!   saves the engine for a warm restart (crates/store/src/seg/persist.rs)
@@ -59,6 +59,7 @@ use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
 use crate::admin::{evictions, slab};
+use crate::io::tls::Tls;
 use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
@@ -127,7 +128,7 @@ fn usable_cpus() -> Option<usize> {
 
 /// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
 /// then serving until shutdown, then the graceful stop's save.
-fn run(mut settings: Settings, tls: Option<Arc<certs::Tls>>) -> anyhow::Result<()> {
+fn run(mut settings: Settings, tls: Option<Arc<Tls>>) -> anyhow::Result<()> {
     cap_workers(&mut settings);
     tune_malloc(&settings);
     let signals = catch_signals()?;
@@ -432,7 +433,7 @@ fn start_signal_thread(server: &Arc<Server>, mut signals: Signals) -> std::io::R
             use signal_hook::consts::{SIGHUP, SIGUSR1};
             for sig in signals.forever() {
                 match sig {
-                    SIGHUP => server.reload(),
+                    SIGHUP => service::reload(&server),
                     SIGUSR1 => {
                         // memcached's graceful stop: stop accepting, let the
                         // workers finish what they have read, save the cache

@@ -1,7 +1,7 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
 //! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
-//! `reload` (SIGHUP), and what the request step measures ([`Observe`]); and
+//! what the request step measures ([`Observe`]); and
 //! [`Ctx`], one worker's view of it, which every executor and transport is handed.
 
 use std::cell::Cell;
@@ -21,6 +21,7 @@ use crate::admin::slab::Classes;
 use crate::admin::slowlog::SlowLog;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
+use crate::io::tls::Tls;
 use crate::startup::auth::Users;
 use crate::startup::settings::Settings;
 
@@ -69,7 +70,7 @@ pub struct Server {
     /// conns` only, never per request.
     pub conns: Mutex<BTreeMap<i32, Arc<ConnInfo>>>,
     /// The users that `-Y` and `-S` authenticate against, replaced whole by
-    /// [`Server::reload`] (SIGHUP). The lock protects only the pointer: readers (one
+    /// `startup::service::reload` (SIGHUP). The lock protects only the pointer: readers (one
     /// per auth request, never per ordinary request) hold it just to clone the Arc,
     /// so a check runs against one file's users, old or new, never a mix, and a
     /// reload never waits for checks.
@@ -84,7 +85,7 @@ pub struct Server {
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
-    pub tls: Option<Arc<crate::startup::certs::Tls>>,
+    pub tls: Option<Arc<Tls>>,
     /// What admin commands set at run time (see its docs for its locks).
     pub tunables: Tunables,
     /// `stats detail` counters (see its docs for its lock).
@@ -96,11 +97,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(
-        mut settings: Settings,
-        engine: Arc<dyn Engine>,
-        tls: Option<Arc<crate::startup::certs::Tls>>,
-    ) -> Self {
+    pub fn new(mut settings: Settings, engine: Arc<dyn Engine>, tls: Option<Arc<Tls>>) -> Self {
         let users = settings.users.take();
         Server {
             users: RwLock::new(users),
@@ -170,29 +167,6 @@ impl Server {
         let users = Users::load(path, *format).map_err(|e| format!("{flag}: {e}"))?;
         *self.users.write() = Some(Arc::new(users));
         Ok(())
-    }
-
-    /// SIGHUP: re-reads everything that can change without a restart. This is the
-    /// one place for it; each step keeps its old state when its file is bad, and
-    /// nothing here stops the server. Today: the users of `-Y` / `-S` (memcached
-    /// reloads its `-Y` file on SIGHUP too), and the TLS certificates (`-Z`; memcached
-    /// reloads them only on `refresh_certs`).
-    pub fn reload(&self) {
-        let verbose = self.verbosity.load(Ordering::Relaxed) > 0;
-        match self.load_users() {
-            Ok(()) if verbose && self.settings.users_file.is_some() => {
-                eprintln!("memcrab: SIGHUP: reloaded the users");
-            }
-            Ok(()) => {}
-            Err(e) => eprintln!("memcrab: SIGHUP: {e}; keeping the users loaded before"),
-        }
-        // New TLS connections get the files' certificates from now on; a broken
-        // file changes nothing.
-        if let Some(tls) = &self.tls {
-            if let Err(e) = crate::startup::certs::reload_certs(Some(tls)) {
-                eprintln!("memcrab: SIGHUP: {e}");
-            }
-        }
     }
 
     /// The waker of worker `id`'s event loop (None before the workers started).

@@ -94,7 +94,7 @@ pub fn shutdown(cx: &Ctx<'_>, mode: ShutdownMode) -> Shutdown {
 /// `refresh_certs`: reloads the TLS certificate and key; `Err` has memcached's
 /// message.
 pub fn refresh_certs(cx: &Ctx<'_>) -> Result<(), String> {
-    crate::startup::certs::reload_certs(cx.server.tls.as_deref())
+    crate::startup::certs::reload_certs(cx.server.tls.as_deref(), &cx.server.settings.tls)
 }
 
 /// `watch`'s checks (`process_watch_command` up to `logger_add_watcher`): refused

@@ -5,10 +5,12 @@
 //!   startup/settings/   the command line: mod.rs (Settings, parse's steps, -o,
 //!                       usage), getopt.rs (flag table, getopt's splitting), tls.rs
 //!                       (-Z and -o ssl_*), tests.rs
-//!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses
+//!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses;
+//!                       SIGHUP's reload (users, certificates)
 //!   startup/auth.rs     SASL PLAIN users (-S) and the ascii auth file (-Y)
-//!   startup/certs.rs    TLS's server configuration (-Z, ssl_*): certificates,
-//!                       ciphers, sessions; reloaded by refresh_certs and SIGHUP
+//!   startup/certs.rs    TLS's server configuration (-Z, ssl_*) built into io/tls.rs's
+//!                       Tls: certificates, ciphers, sessions; rebuilt by
+//!                       refresh_certs and SIGHUP
 //! ```
 
 pub mod auth;
