@@ -62,21 +62,23 @@ use crate::admin::{evictions, slab};
 use crate::io::tls::Tls;
 use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
-use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
-use crate::startup::{certs, service, settings};
+use crate::startup::auth::Users;
+use crate::startup::settings::parse::{self, Command};
+use crate::startup::settings::{EngineKind, IoKind, Settings};
+use crate::startup::{certs, service};
 
 fn main() {
-    let cmd = match settings::parse(std::env::args().skip(1)) {
+    let cmd = match parse::parse(std::env::args().skip(1)) {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("memcrab: {msg}");
             std::process::exit(2);
         }
     };
-    let settings = match cmd {
-        Command::Run(s) => *s,
+    let (settings, users) = match cmd {
+        Command::Run { settings, users } => (*settings, users),
         Command::Help => {
-            print!("{}", settings::usage());
+            print!("{}", parse::usage());
             return;
         }
         Command::Version => {
@@ -100,7 +102,7 @@ fn main() {
             std::process::exit(certs::EXIT_USAGE);
         }
     };
-    if let Err(e) = run(settings, tls) {
+    if let Err(e) = run(settings, tls, users) {
         if let Some(f) = e.downcast_ref::<service::Failure>() {
             // memcached's own words and exit status, for scripts that look for them.
             eprintln!("{f}");
@@ -128,7 +130,11 @@ fn usable_cpus() -> Option<usize> {
 
 /// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
 /// then serving until shutdown, then the graceful stop's save.
-fn run(mut settings: Settings, tls: Option<Arc<Tls>>) -> anyhow::Result<()> {
+fn run(
+    mut settings: Settings,
+    tls: Option<Arc<Tls>>,
+    users: Option<Arc<Users>>,
+) -> anyhow::Result<()> {
     cap_workers(&mut settings);
     tune_malloc(&settings);
     let signals = catch_signals()?;
@@ -140,7 +146,7 @@ fn run(mut settings: Settings, tls: Option<Arc<Tls>>) -> anyhow::Result<()> {
     let store = open_engine(&settings, user.as_ref())?;
     choose_io(&mut settings);
     let metrics = bind_metrics(&mut settings)?;
-    let server = Arc::new(Server::new(settings, store.engine, tls));
+    let server = Arc::new(Server::new(settings, store.engine, tls, users));
     report_evictions(&server, store.clock);
     let (listeners, udp_sockets) = bind(&server, user.as_ref())?;
     write_port_file(&listeners, &udp_sockets)?;

@@ -22,7 +22,7 @@ use crate::admin::slowlog::SlowLog;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
 use crate::io::tls::Tls;
-use crate::startup::auth::Users;
+use crate::startup::auth::{Format, Users};
 use crate::startup::settings::Settings;
 
 /// The version `version` (text and binary) and `stats` report: the memcached release
@@ -97,8 +97,14 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(mut settings: Settings, engine: Arc<dyn Engine>, tls: Option<Arc<Tls>>) -> Self {
-        let users = settings.users.take();
+    /// The server for `settings`, over `engine`, with the TLS state `-Z` built and
+    /// the users `-Y` or `-S` named (as the command line's parse read them).
+    pub fn new(
+        settings: Settings,
+        engine: Arc<dyn Engine>,
+        tls: Option<Arc<Tls>>,
+        users: Option<Arc<Users>>,
+    ) -> Self {
         Server {
             users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
@@ -157,14 +163,15 @@ impl Server {
     /// makes its users the ones checked from now on; on an error the users stay
     /// as they were (as memcached's authfile_load) and the error is returned.
     pub fn load_users(&self) -> Result<(), String> {
-        let Some((path, format)) = &self.settings.users_file else {
+        let Some(path) = &self.settings.users_file else {
             return Ok(());
         };
-        let flag = match format {
-            crate::startup::auth::Format::AuthFile => "-Y",
-            crate::startup::auth::Format::SaslPwdb => "-S: MEMCACHED_SASL_PWDB",
+        let (format, flag) = if self.settings.sasl {
+            (Format::SaslPwdb, "-S: MEMCACHED_SASL_PWDB")
+        } else {
+            (Format::AuthFile, "-Y")
         };
-        let users = Users::load(path, *format).map_err(|e| format!("{flag}: {e}"))?;
+        let users = Users::load(path, format).map_err(|e| format!("{flag}: {e}"))?;
         *self.users.write() = Some(Arc::new(users));
         Ok(())
     }

@@ -29,7 +29,7 @@ use rustls::{
 };
 
 use crate::io::tls::Tls;
-use crate::startup::settings::tls::TlsSettings;
+use crate::startup::settings::TlsSettings;
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;

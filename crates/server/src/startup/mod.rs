@@ -2,9 +2,8 @@
 //! `-d`, `-P`), and the password files. `main` runs these in memcached's start-up order (drawn in `service.rs`).
 //!
 //! ```text
-//!   startup/settings/   the command line: mod.rs (Settings, parse's steps, -o,
-//!                       usage), getopt.rs (flag table, getopt's splitting), tls.rs
-//!                       (-Z and -o ssl_*), tests.rs
+//!   startup/settings/   Settings, and the command line parsed into them (its
+//!                       files: settings/mod.rs)
 //!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses;
 //!                       SIGHUP's reload (users, certificates)
 //!   startup/auth.rs     SASL PLAIN users (-S) and the ascii auth file (-Y)

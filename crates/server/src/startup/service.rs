@@ -17,7 +17,7 @@
 //! Differences from memcached, all where memcached's behaviour is an accident:
 //! memcached binds TCP/UDP after leaving root (its own comment says before), so it
 //! cannot serve a port below 1024; memcrab binds them first. `-d` makes `-P`, `-Y`
-//! and `MEMCACHED_SASL_PWDB` paths absolute before the `chdir("/")` (settings.rs),
+//! and `MEMCACHED_SASL_PWDB` paths absolute before the `chdir("/")` (settings/parse.rs),
 //! where memcached would write `-P rel.pid` to `/rel.pid`. memcached removes the pid
 //! file on exit only with `-d`; memcrab removes it on every clean exit, if it still
 //! holds memcrab's pid. memcached ignores SIGHUP under `-d`; memcrab reloads.
