@@ -30,14 +30,20 @@
 //!                 io_uring loops, UDP, TLS streams (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
-//!   admin/        stats and counters, watch, stats detail, slab classes, tunables
-//!                 (the one folder on both sides of server.rs: `stats` and /metrics
-//!                 read it, and it holds the counters, watch hub and the rest)
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
-//!                 users, the watch hub), reload (SIGHUP)
-//!   startup/      the command line, -u/-d/-P, password files, TLS certificates
+//!                 users, TLS, the watch hub, the measurements) and Ctx, one
+//!                 worker's view of it; it imports only files that import nothing
+//!                 of ours
+//!   admin/        stats and counters, watch, stats detail, slab classes, tunables,
+//!                 the request step's measurements
+//!   startup/      the command line, -u/-d/-P, SIGHUP's reload, password files,
+//!                 TLS certificates
 //!   out.rs        a connection's reply output: bytes, and values lent by the store
 //! ```
+//!
+//! admin/, startup/ and io/tls.rs lie on both sides of server.rs: below it, the
+//! parts it holds (settings, counters, recorders, the watch hub, the TLS state);
+//! above it, what reads the whole server (`stats`, /metrics, SIGHUP, listeners).
 
 mod admin;
 mod exec;
