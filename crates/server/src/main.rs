@@ -65,12 +65,12 @@ use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
 use crate::admin::{evictions, slab};
-use crate::io::tls::Tls;
 use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::auth::Users;
 use crate::startup::settings::parse::{self, Command};
 use crate::startup::settings::{EngineKind, IoKind, Settings};
+use crate::startup::tls::Tls;
 use crate::startup::{certs, service};
 
 fn main() {

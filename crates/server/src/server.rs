@@ -21,9 +21,9 @@ use crate::admin::slab::Classes;
 use crate::admin::slowlog::SlowLog;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
-use crate::io::tls::Tls;
 use crate::startup::auth::{Format, Users};
 use crate::startup::settings::Settings;
+use crate::startup::tls::Tls;
 
 /// The version `version` (text and binary) and `stats` report: the memcached release
 /// whose protocol memcrab implements, as `X.Y.Z` and nothing after it, because

@@ -19,8 +19,7 @@
 //!   net.rs      listeners and sockets (TCP, unix, UDP), the Stream type
 //!   udp.rs      UDP: datagram framing around the request step, and a worker's
 //!               UDP sockets (Ports), which each driver polls and serves
-//!   tls.rs      TLS streams (rustls) and the TLS state they are made from
-//!               (startup/certs.rs builds its configuration), with ssl_* stats
+//!   tls.rs      TLS streams (rustls), over startup/certs.rs's configuration
 //! ```
 
 pub mod conn;

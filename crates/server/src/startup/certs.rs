@@ -1,9 +1,9 @@
 //! TLS's server configuration (`-Z`) on rustls: memcached's `ssl_*` options made
 //! into the certificate chain, key, CA, TLS 1.2 ciphers and session resumption that
 //! new connections get, built at start-up and rebuilt whole by `refresh_certs` and
-//! SIGHUP ([`reload_certs`]). What it builds is held in `io/tls.rs`'s `Tls`, with
-//! the `ssl_*` statistics, beside the encrypted stream that wraps each accepted
-//! connection with it.
+//! SIGHUP ([`reload_certs`]), into `startup/tls.rs`'s `Tls`. The encrypted stream
+//! itself is the transport's (`io/tls.rs`, which wraps each accepted connection
+//! with [`Tls::config`]).
 //!
 //! Goals: memcached 1.6's options, messages and stats; certificates reloaded
 //! without a restart (new connections get the new ones, open ones keep theirs).
@@ -28,8 +28,8 @@ use rustls::{
     SignatureScheme, SupportedCipherSuite,
 };
 
-use crate::io::tls::Tls;
 use crate::startup::settings::TlsSettings;
+use crate::startup::tls::Tls;
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;

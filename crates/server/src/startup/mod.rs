@@ -7,12 +7,14 @@
 //!   startup/service.rs  -u (leave root), -r, -d, -P, with memcached's exit statuses;
 //!                       SIGHUP's reload (users, certificates)
 //!   startup/auth.rs     SASL PLAIN users (-S) and the ascii auth file (-Y)
-//!   startup/certs.rs    TLS's server configuration (-Z, ssl_*) built into io/tls.rs's
-//!                       Tls: certificates, ciphers, sessions; rebuilt by
-//!                       refresh_certs and SIGHUP
+//!   startup/certs.rs    TLS's server configuration (-Z, ssl_*): certificates,
+//!                       ciphers, sessions; rebuilt by refresh_certs and SIGHUP
+//!   startup/tls.rs      the TLS state it is held in (and the ssl_* statistics),
+//!                       which new TLS connections are made from
 //! ```
 
 pub mod auth;
 pub mod certs;
 pub mod service;
 pub mod settings;
+pub mod tls;
