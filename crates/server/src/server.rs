@@ -1,8 +1,11 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
 //! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
-//! what the request step measures ([`Observe`]); and
-//! [`Ctx`], one worker's view of it, which every executor and transport is handed.
+//! what the request step measures ([`Observe`]); and [`Ctx`], one worker's view of
+//! it, which every executor and transport is handed.
+//!
+//! Everything this file imports is a leaf (imports nothing of the server's), so
+//! that the executors, which take a `Ctx`, stand one floor above it.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -69,8 +72,8 @@ pub struct Server {
     /// Every open socket by fd, for `stats conns`. Taken on connect, close and `stats
     /// conns` only, never per request.
     pub conns: Mutex<BTreeMap<i32, Arc<ConnInfo>>>,
-    /// The users that `-Y` and `-S` authenticate against, replaced whole by
-    /// `startup::service::reload` (SIGHUP). The lock protects only the pointer: readers (one
+    /// The users that `-Y` and `-S` authenticate against, replaced whole by SIGHUP
+    /// (`startup::service::reload`). The lock protects only the pointer: readers (one
     /// per auth request, never per ordinary request) hold it just to clone the Arc,
     /// so a check runs against one file's users, old or new, never a mix, and a
     /// reload never waits for checks.
