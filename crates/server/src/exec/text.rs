@@ -33,6 +33,7 @@ fn put(out: &mut Vec<u8>, noreply: bool, r: &[u8]) {
 
 /// Executes one request, appending its reply to `out`. `resume` carries a suspended
 /// multi-get's or key dump's progress between calls; `out_limit` is where they pause.
+/// Meta requests are `exec/meta.rs`'s, where the request step sends them.
 pub fn execute(
     req: Request<'_>,
     cx: &Ctx<'_>,
