@@ -24,7 +24,7 @@
 //!     delete.rs   delete, md, binary DELETE
 //!     arith.rs    incr decr, ma, binary INCREMENT DECREMENT
 //!     admin.rs    flush_all, shutdown, verbosity, cache_memlimit, refresh_certs,
-//!                 watch's checks; `stats latency|hotkeys|slowlog`
+//!                 watch's checks
 //!   probe.rs      the request step's measurement hook: latency, hot keys, slow log
 //! ```
 //!
