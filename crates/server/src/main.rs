@@ -7,7 +7,7 @@
 //!                                         ├─ clock ticker, engine maintainer
 //!                                         ├─ metrics thread (-o metrics_listen)
 //!                                         └─ signal thread (SIGTERM/SIGINT/SIGUSR1 →
-//!                                              shutdown, SIGHUP → Server::reload:
+//!                                              shutdown, SIGHUP → service::reload:
 //!                                              users and TLS certificates)
 //!   after the threads end: a graceful stop (SIGUSR1, `shutdown graceful`) with -e
 //!   saves the engine for a warm restart (crates/store/src/seg/persist.rs)
@@ -30,14 +30,20 @@
 //!                 io_uring loops, UDP, TLS streams (its file map: io/mod.rs)
 //!   request.rs    the transport-independent request step (Session::step/serve)
 //!   exec/         executors: a file per command family, a file per protocol
-//!   admin/        stats and counters, watch, stats detail, slab classes, tunables
-//!                 (the one folder on both sides of server.rs: `stats` and /metrics
-//!                 read it, and it holds the counters, watch hub and the rest)
 //!   server.rs     state shared by every thread (settings, engine, counters, conns,
-//!                 users, the watch hub), reload (SIGHUP)
-//!   startup/      the command line, -u/-d/-P, password files, TLS certificates
+//!                 users, TLS, the watch hub, the measurements) and Ctx, one
+//!                 worker's view of it; it imports only files that import nothing
+//!                 of ours
+//!   admin/        stats and counters, watch, stats detail, slab classes, tunables,
+//!                 the request step's measurements
+//!   startup/      the command line, -u/-d/-P, SIGHUP's reload, password files,
+//!                 TLS certificates
 //!   out.rs        a connection's reply output: bytes, and values lent by the store
 //! ```
+//!
+//! admin/, startup/ and io/tls.rs lie on both sides of server.rs: below it, the
+//! parts it holds (settings, counters, recorders, the watch hub, the TLS state);
+//! above it, what reads the whole server (`stats`, /metrics, SIGHUP, listeners).
 
 mod admin;
 mod exec;
@@ -58,24 +64,27 @@ use memcrab_store::{Clock, Config};
 use mio::{Poll, Waker};
 use signal_hook::iterator::Signals;
 
-use crate::admin::{slab, watch};
+use crate::admin::{evictions, slab};
 use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
-use crate::startup::settings::{Command, EngineKind, IoKind, Settings};
-use crate::startup::{certs, service, settings};
+use crate::startup::auth::Users;
+use crate::startup::settings::parse::{self, Command};
+use crate::startup::settings::{EngineKind, IoKind, Settings};
+use crate::startup::tls::Tls;
+use crate::startup::{certs, service};
 
 fn main() {
-    let cmd = match settings::parse(std::env::args().skip(1)) {
+    let cmd = match parse::parse(std::env::args().skip(1)) {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("memcrab: {msg}");
             std::process::exit(2);
         }
     };
-    let settings = match cmd {
-        Command::Run(s) => *s,
+    let (settings, users) = match cmd {
+        Command::Run { settings, users } => (*settings, users),
         Command::Help => {
-            print!("{}", settings::usage());
+            print!("{}", parse::usage());
             return;
         }
         Command::Version => {
@@ -99,7 +108,7 @@ fn main() {
             std::process::exit(certs::EXIT_USAGE);
         }
     };
-    if let Err(e) = run(settings, tls) {
+    if let Err(e) = run(settings, tls, users) {
         if let Some(f) = e.downcast_ref::<service::Failure>() {
             // memcached's own words and exit status, for scripts that look for them.
             eprintln!("{f}");
@@ -127,7 +136,11 @@ fn usable_cpus() -> Option<usize> {
 
 /// memcached's start-up, step by step in its order (`startup/service.rs` draws it),
 /// then serving until shutdown, then the graceful stop's save.
-fn run(mut settings: Settings, tls: Option<Arc<certs::Tls>>) -> anyhow::Result<()> {
+fn run(
+    mut settings: Settings,
+    tls: Option<Arc<Tls>>,
+    users: Option<Arc<Users>>,
+) -> anyhow::Result<()> {
     cap_workers(&mut settings);
     tune_malloc(&settings);
     let signals = catch_signals()?;
@@ -139,7 +152,7 @@ fn run(mut settings: Settings, tls: Option<Arc<certs::Tls>>) -> anyhow::Result<(
     let store = open_engine(&settings, user.as_ref())?;
     choose_io(&mut settings);
     let metrics = bind_metrics(&mut settings)?;
-    let server = Arc::new(Server::new(settings, store.engine, tls));
+    let server = Arc::new(Server::new(settings, store.engine, tls, users));
     report_evictions(&server, store.clock);
     let (listeners, udp_sockets) = bind(&server, user.as_ref())?;
     write_port_file(&listeners, &udp_sockets)?;
@@ -278,7 +291,7 @@ fn report_evictions(server: &Arc<Server>, clock: Arc<Clock>) {
     let s = &server.settings;
     server
         .engine
-        .set_eviction_listener(Arc::new(watch::EvictionReport {
+        .set_eviction_listener(Arc::new(evictions::EvictionReport {
             hub: Arc::clone(&server.watch),
             clock,
             classes: slab::Classes {
@@ -432,7 +445,7 @@ fn start_signal_thread(server: &Arc<Server>, mut signals: Signals) -> std::io::R
             use signal_hook::consts::{SIGHUP, SIGUSR1};
             for sig in signals.forever() {
                 match sig {
-                    SIGHUP => server.reload(),
+                    SIGHUP => service::reload(&server),
                     SIGUSR1 => {
                         // memcached's graceful stop: stop accepting, let the
                         // workers finish what they have read, save the cache

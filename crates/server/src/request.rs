@@ -32,8 +32,9 @@ use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
 use crate::exec::probe::Probe;
-use crate::exec::{self, Ctx, Flow, Resume};
+use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
+use crate::server::Ctx;
 use crate::startup::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
@@ -338,14 +339,22 @@ impl Session {
             .ok()
             .and_then(|req| Probe::text(cx, req, out));
         let (consumed, flow) = match parsed {
-            Ok(req) => match exec::text::execute(req, cx, out, &mut self.resume, out_limit) {
-                Flow::Suspend => (0, Flow::Suspend),
-                Flow::Swallow(n) => {
-                    self.swallow = n;
-                    (consumed, Flow::Swallow(n))
+            Ok(req) => {
+                // Meta requests come through the text parser but have their own
+                // executor, beside the classic commands'.
+                let flow = match req {
+                    Request::Meta(m) => exec::meta::execute(m, cx, out),
+                    req => exec::text::execute(req, cx, out, &mut self.resume, out_limit),
+                };
+                match flow {
+                    Flow::Suspend => (0, Flow::Suspend),
+                    Flow::Swallow(n) => {
+                        self.swallow = n;
+                        (consumed, Flow::Swallow(n))
+                    }
+                    flow => (consumed, flow),
                 }
-                flow => (consumed, flow),
-            },
+            }
             Err(e) => match e.action() {
                 Action::Reply(r) => {
                     out.extend_from_slice(r.unwrap_or_default());

@@ -1,8 +1,13 @@
 //! State shared by every thread of one server: settings, the engine, the workers'
 //! counters, connection bookkeeping, the authentication users, what admin commands
 //! tune, `stats detail`'s counters, `watch`'s streams, TLS, the shutdown switch, and
-//! `reload` (SIGHUP).
+//! what the request step measures ([`Observe`]); and [`Ctx`], one worker's view of
+//! it, which every executor and transport is handed.
+//!
+//! Everything this file imports is a leaf (imports nothing of the server's), so
+//! that the executors, which take a `Ctx`, stand one floor above it.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -10,13 +15,18 @@ use std::sync::{Arc, OnceLock};
 use memcrab_store::Engine;
 use parking_lot::{Mutex, RwLock};
 
+use crate::admin::clock::Ticks;
 use crate::admin::counters::{Counters, Totals};
-use crate::admin::observe::Observe;
+use crate::admin::hotkeys::HotKeys;
+use crate::admin::latency::{Latencies, Snapshot};
 use crate::admin::prefix::Prefixes;
+use crate::admin::slab::Classes;
+use crate::admin::slowlog::SlowLog;
 use crate::admin::tunables::Tunables;
 use crate::admin::watch::Hub;
-use crate::startup::auth::Users;
+use crate::startup::auth::{Format, Users};
 use crate::startup::settings::Settings;
+use crate::startup::tls::Tls;
 
 /// The version `version` (text and binary) and `stats` report: the memcached release
 /// whose protocol memcrab implements, as `X.Y.Z` and nothing after it, because
@@ -62,8 +72,8 @@ pub struct Server {
     /// Every open socket by fd, for `stats conns`. Taken on connect, close and `stats
     /// conns` only, never per request.
     pub conns: Mutex<BTreeMap<i32, Arc<ConnInfo>>>,
-    /// The users that `-Y` and `-S` authenticate against, replaced whole by
-    /// [`Server::reload`] (SIGHUP). The lock protects only the pointer: readers (one
+    /// The users that `-Y` and `-S` authenticate against, replaced whole by SIGHUP
+    /// (`startup::service::reload`). The lock protects only the pointer: readers (one
     /// per auth request, never per ordinary request) hold it just to clone the Arc,
     /// so a check runs against one file's users, old or new, never a mix, and a
     /// reload never waits for checks.
@@ -78,7 +88,7 @@ pub struct Server {
     /// How to wake each event loop (acceptor first), set once at start.
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     /// TLS (`-Z`): the configuration new TLS connections get, and its stats.
-    pub tls: Option<Arc<crate::startup::certs::Tls>>,
+    pub tls: Option<Arc<Tls>>,
     /// What admin commands set at run time (see its docs for its locks).
     pub tunables: Tunables,
     /// `stats detail` counters (see its docs for its lock).
@@ -90,12 +100,14 @@ pub struct Server {
 }
 
 impl Server {
+    /// The server for `settings`, over `engine`, with the TLS state `-Z` built and
+    /// the users `-Y` or `-S` named (as the command line's parse read them).
     pub fn new(
-        mut settings: Settings,
+        settings: Settings,
         engine: Arc<dyn Engine>,
-        tls: Option<Arc<crate::startup::certs::Tls>>,
+        tls: Option<Arc<Tls>>,
+        users: Option<Arc<Users>>,
     ) -> Self {
-        let users = settings.users.take();
         Server {
             users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
@@ -154,39 +166,17 @@ impl Server {
     /// makes its users the ones checked from now on; on an error the users stay
     /// as they were (as memcached's authfile_load) and the error is returned.
     pub fn load_users(&self) -> Result<(), String> {
-        let Some((path, format)) = &self.settings.users_file else {
+        let Some(path) = &self.settings.users_file else {
             return Ok(());
         };
-        let flag = match format {
-            crate::startup::auth::Format::AuthFile => "-Y",
-            crate::startup::auth::Format::SaslPwdb => "-S: MEMCACHED_SASL_PWDB",
+        let (format, flag) = if self.settings.sasl {
+            (Format::SaslPwdb, "-S: MEMCACHED_SASL_PWDB")
+        } else {
+            (Format::AuthFile, "-Y")
         };
-        let users = Users::load(path, *format).map_err(|e| format!("{flag}: {e}"))?;
+        let users = Users::load(path, format).map_err(|e| format!("{flag}: {e}"))?;
         *self.users.write() = Some(Arc::new(users));
         Ok(())
-    }
-
-    /// SIGHUP: re-reads everything that can change without a restart. This is the
-    /// one place for it; each step keeps its old state when its file is bad, and
-    /// nothing here stops the server. Today: the users of `-Y` / `-S` (memcached
-    /// reloads its `-Y` file on SIGHUP too), and the TLS certificates (`-Z`; memcached
-    /// reloads them only on `refresh_certs`).
-    pub fn reload(&self) {
-        let verbose = self.verbosity.load(Ordering::Relaxed) > 0;
-        match self.load_users() {
-            Ok(()) if verbose && self.settings.users_file.is_some() => {
-                eprintln!("memcrab: SIGHUP: reloaded the users");
-            }
-            Ok(()) => {}
-            Err(e) => eprintln!("memcrab: SIGHUP: {e}; keeping the users loaded before"),
-        }
-        // New TLS connections get the files' certificates from now on; a broken
-        // file changes nothing.
-        if let Some(tls) = &self.tls {
-            if let Err(e) = crate::startup::certs::reload_certs(Some(tls)) {
-                eprintln!("memcrab: SIGHUP: {e}");
-            }
-        }
     }
 
     /// The waker of worker `id`'s event loop (None before the workers started).
@@ -218,5 +208,121 @@ impl Server {
                 let _ = w.wake();
             }
         }
+    }
+}
+
+/// One worker's recorders.
+pub struct WorkerObs {
+    pub latencies: Latencies,
+    pub hotkeys: HotKeys,
+}
+
+/// What the request step measures for operators, held together, and whether each
+/// is on (`-o latency`, `-o hotkeys`, `-o slowlog_us`). The request step records
+/// through `exec/probe.rs`; `stats latency|hotkeys|slowlog` (`admin/stats.rs`),
+/// `/metrics` and `watch slowlog` read it.
+///
+/// ```text
+///   Observe ── ticks: Ticks (admin/clock.rs: the CPU's time-stamp counter, ns per
+///           │         tick calibrated once at start-up against the monotonic clock)
+///           ├─ workers[w]: Latencies (admin/latency.rs) + HotKeys (admin/hotkeys.rs)
+///           │              written only by worker w
+///           └─ slowlog: SlowLog (admin/slowlog.rs), any worker, under its lock
+/// ```
+pub struct Observe {
+    /// Anything is measured: `timed || hotkeys` (the request step's one check).
+    pub any: bool,
+    /// Requests are timed: latency histograms on, or a slow log threshold set.
+    pub timed: bool,
+    /// Histograms recorded (`-o latency=on`, the default).
+    pub latency: bool,
+    /// Hot keys sampled (`-o hotkeys=on`, the default).
+    pub hotkeys: bool,
+    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
+    /// its key until it is timed.
+    pub slowlog_on: bool,
+    pub ticks: Ticks,
+    pub workers: Vec<WorkerObs>,
+    pub slowlog: SlowLog,
+}
+
+impl Observe {
+    pub fn new(
+        workers: usize,
+        latency: bool,
+        hotkeys: bool,
+        slowlog_us: u64,
+        slowlog_len: usize,
+    ) -> Self {
+        let timed = latency || slowlog_us > 0;
+        Observe {
+            any: timed || hotkeys,
+            timed,
+            latency,
+            hotkeys,
+            slowlog_on: slowlog_us > 0,
+            ticks: if timed {
+                Ticks::calibrate()
+            } else {
+                Ticks::off()
+            },
+            workers: (0..workers)
+                .map(|w| WorkerObs {
+                    latencies: Latencies::default(),
+                    hotkeys: HotKeys::new(w as u64 + 1),
+                })
+                .collect(),
+            slowlog: SlowLog::new(slowlog_us, slowlog_len),
+        }
+    }
+
+    /// Every worker's histograms merged, in `latency::series` order.
+    pub fn latencies(&self) -> Vec<Snapshot> {
+        Latencies::merged(self.workers.iter().map(|w| &w.latencies))
+    }
+
+    /// Every worker's hot-key sketches.
+    pub fn hotkeys(&self) -> impl Iterator<Item = &HotKeys> + Clone {
+        self.workers.iter().map(|w| &w.hotkeys)
+    }
+}
+
+/// What a worker needs to execute requests (one per worker thread).
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub engine: &'a dyn Engine,
+    /// The executing worker's own counters.
+    pub counters: &'a Counters,
+    /// The executing worker's number (its event loop is what a new watcher wakes).
+    pub worker: usize,
+    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
+    /// sets it before it serves a connection or a UDP socket.
+    pub fd: Cell<i32>,
+}
+
+impl Ctx<'_> {
+    /// memcached's slab classes under these settings, for the `clsid` of log lines.
+    pub(crate) fn classes(&self) -> Classes {
+        let s = &self.server.settings;
+        Classes {
+            chunk_size: s.chunk_size,
+            growth_factor: s.growth_factor,
+            use_cas: s.use_cas,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_means_untimed() {
+        let o = Observe::new(2, false, false, 0, 4);
+        assert!(!o.timed && o.workers.len() == 2);
+        assert!(
+            Observe::new(1, false, true, 5, 4).timed,
+            "the slow log times"
+        );
     }
 }

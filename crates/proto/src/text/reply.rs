@@ -199,6 +199,15 @@ pub fn uriencode(out: &mut Vec<u8>, src: &[u8]) {
     }
 }
 
+/// [`uriencode`] into a new string, as `watch`, `stats hotkeys` and `stats slowlog`
+/// print keys.
+pub fn uriencoded(src: &[u8]) -> String {
+    let mut out = Vec::with_capacity(src.len());
+    uriencode(&mut out, src);
+    // uriencode writes ASCII only.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +224,11 @@ mod tests {
             "key=a%20b%25%2F~ exp=-1 la=1700000000 cas=7 fetch=no cls=1 size=61 flags=0 \n\
              key=k exp=1700000100 la=1700000000 cas=8 fetch=yes cls=2 size=300069 flags=5 \n"
         );
+    }
+
+    #[test]
+    fn keys_print_as_watch_prints_them() {
+        assert_eq!(uriencoded(b"a b%/~_.-Z9"), "a%20b%25%2F~_.-Z9");
+        assert_eq!(uriencoded(&[0, 0xff]), "%00%FF");
     }
 }

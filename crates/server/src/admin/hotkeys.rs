@@ -10,7 +10,7 @@
 //!                    └─ bytes  Mutex<SpaceSaving> (weighted by value bytes)
 //!                  │ top() on the reader's thread: counts summed per key over the
 //!                  ▼ workers, times SAMPLE_RATE, the K largest
-//!   [(key, estimate)] ── uri() as `watch` prints keys
+//!   [(key, estimate)] ── keys URI-encoded as `watch` prints them
 //! ```
 //!
 //! Space-Saving (Metwally, Agrawal, El Abbadi, 2005) keeps `CAPACITY` counters; a
@@ -309,25 +309,17 @@ impl HotKeys {
     }
 }
 
-/// `key` URI-encoded as `watch` and `lru_crawler metadump` print keys.
-pub fn uri(key: &[u8]) -> String {
-    let mut out = Vec::with_capacity(key.len());
-    memcrab_proto::text::reply::uriencode(&mut out, key);
-    // uriencode writes ASCII only.
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// `stats hotkeys`' lines: for each kind, rank from 1, `<kind>:<rank>:key` (URI
 /// encoded) and `<kind>:<rank>:count` (the estimate).
 pub fn render_stats<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone, out: &mut Vec<u8>) {
-    use memcrab_proto::text::reply::stat;
+    use memcrab_proto::text::reply::{stat, uriencoded};
     for kind in Kind::ALL {
         for (rank, (key, n)) in HotKeys::top(workers.clone(), kind, TOP_K)
             .iter()
             .enumerate()
         {
             let k = kind.name();
-            stat(out, &format!("{k}:{}:key", rank + 1), uri(key));
+            stat(out, &format!("{k}:{}:key", rank + 1), uriencoded(key));
             stat(out, &format!("{k}:{}:count", rank + 1), n);
         }
     }
@@ -358,12 +350,6 @@ mod tests {
         // The heavy keys survive; the total is conserved (Space-Saving's invariant).
         assert!(s.entries().any(|(k, c)| k == b"a" && c == 5));
         assert_eq!(s.entries().map(|(_, c)| c).sum::<u64>(), 12);
-    }
-
-    #[test]
-    fn keys_print_as_watch_prints_them() {
-        assert_eq!(uri(b"a b%/~_.-Z9"), "a%20b%25%2F~_.-Z9");
-        assert_eq!(uri(&[0, 0xff]), "%00%FF");
     }
 
     /// Zipf(s) over `n` ranks: a cumulative table and a xorshift uniform.

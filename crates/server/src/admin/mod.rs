@@ -12,21 +12,23 @@
 //!         └── tunables.rs   what lru_crawler, slabs and lru change at run time
 //!   admin/watch.rs      `watch`'s hub and log streams (fetchers, mutations,
 //!                       evictions, connevents, deletions)
+//!   admin/evictions.rs  the engine's eviction listener: `watch evictions`' lines
 //!   admin/metrics/      the `/metrics` listener (-o metrics_listen): its own thread,
 //!                       memcached_exporter's series rendered from `stats`
-//!   admin/observe.rs    what the request step measures, held together: the
-//!         │             request clock, each worker's recorders, the slow log
-//!         ├── latency.rs    per-worker request latency histograms (`stats latency`)
-//!         ├── hotkeys.rs    sampled top-K keys by reads, writes and bytes
-//!         │                 (`stats hotkeys`)
-//!         └── slowlog.rs    the bounded ring of slow requests (`stats slowlog`)
+//!   the request step's measurements, held together by server.rs's Observe and
+//!   read by `stats latency|hotkeys|slowlog` (admin/stats.rs):
+//!   admin/clock.rs      the request clock (the CPU's time-stamp counter)
+//!   admin/latency.rs    per-worker request latency histograms
+//!   admin/hotkeys.rs    sampled top-K keys by reads, writes and bytes
+//!   admin/slowlog.rs    the bounded ring of slow requests
 //! ```
 
+pub mod clock;
 pub mod counters;
+pub mod evictions;
 pub mod hotkeys;
 pub mod latency;
 pub mod metrics;
-pub mod observe;
 pub mod prefix;
 pub mod slab;
 pub mod slowlog;

@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-/// Entries kept by default.
-pub const CAPACITY_DEFAULT: usize = 128;
 /// Key bytes kept per entry (memcached's longest key).
 const KEY_KEEP: usize = memcrab_limits::KEY_MAX_LEN;
 
@@ -44,7 +42,7 @@ pub struct Entry {
 impl Entry {
     /// The key URI-encoded as `watch` prints keys.
     pub fn key_uri(&self) -> String {
-        crate::admin::hotkeys::uri(&self.key)
+        memcrab_proto::text::reply::uriencoded(&self.key)
     }
 }
 

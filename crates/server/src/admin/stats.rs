@@ -1,12 +1,15 @@
 //! The `stats` report writer: renders `stats`, `stats settings|items|slabs|sizes|
 //! conns|reset|detail` as memcached's `process_stat` does, from the workers' counters
-//! ([`crate::admin::counters`]), the engine's stats and the server's bookkeeping.
+//! ([`crate::admin::counters`]), the engine's stats and the server's bookkeeping;
+//! and memcrab's own `stats latency|hotkeys|slowlog`, from the request step's
+//! measurements (the server's `Observe`).
 
 use std::sync::atomic::Ordering;
 
 use memcrab_store::{Stats, WalkCursor};
 
-use crate::server::Server;
+use crate::admin::hotkeys::HotKeys;
+use crate::server::{Observe, Server};
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
 pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut Vec<u8>) {
@@ -24,9 +27,9 @@ pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut
         Some(b"slabs") => slabs(server, out),
         Some(b"sizes") => sizes(server, out),
         Some(b"conns") => conns(server, out),
-        // memcrab's own: the request step's measurements (admin/observe.rs).
+        // memcrab's own: the request step's measurements (`Observe`).
         Some(sub @ (b"latency" | b"hotkeys" | b"slowlog")) => {
-            server.observe.render(sub, arg, out);
+            measurements(&server.observe, sub, arg, out);
             return;
         }
         Some(b"detail") => {
@@ -382,7 +385,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         s.metrics_listen.as_deref().unwrap_or("NULL"),
     );
     // memcrab's own: `-o latency`, `hotkeys`, `slowlog_us`, `slowlog_len`, and the
-    // clock that times requests (admin/observe.rs).
+    // clock that times requests (admin/clock.rs).
     let o = &server.observe;
     stat(out, "latency", yes_no(o.latency));
     stat(out, "latency_clock", o.ticks.source());
@@ -563,5 +566,85 @@ fn conns(server: &Server, out: &mut Vec<u8>) {
         }
         let last = info.last_cmd.load(Ordering::Relaxed);
         put("secs_since_last_cmd", &now.saturating_sub(last));
+    }
+}
+
+/// `stats latency`, `stats hotkeys [reset]` and `stats slowlog [reset|<n>]`
+/// (`sub` is one of the three): their `STAT` lines and `END`, `RESET` after a
+/// reset, or `CLIENT_ERROR` with the usage for another argument. A measurement
+/// that is off answers `END` alone (`stats settings` says which are on).
+fn measurements(o: &Observe, sub: &[u8], arg: Option<&[u8]>, out: &mut Vec<u8>) {
+    use memcrab_proto::text::reply;
+    match (sub, arg) {
+        (b"latency", None) => crate::admin::latency::render_stats(&o.latencies(), out),
+        (b"hotkeys", None) => crate::admin::hotkeys::render_stats(o.hotkeys(), out),
+        (b"hotkeys", Some(b"reset")) => {
+            o.hotkeys().for_each(HotKeys::clear);
+            out.extend_from_slice(reply::RESET);
+            return;
+        }
+        (b"slowlog", None) => crate::admin::slowlog::render_stats(&o.slowlog.entries(), out),
+        (b"slowlog", Some(b"reset")) => {
+            o.slowlog.clear();
+            out.extend_from_slice(reply::RESET);
+            return;
+        }
+        (b"slowlog", Some(n)) if memcrab_proto::num::safe_strtoul(n).is_ok() => {
+            // Redis' SLOWLOG GET <count>: the newest `n`, oldest first.
+            let n = memcrab_proto::num::safe_strtoul(n).unwrap_or(0) as usize;
+            let all = o.slowlog.entries();
+            crate::admin::slowlog::render_stats(&all[all.len().saturating_sub(n)..], out);
+        }
+        _ => {
+            out.extend_from_slice(match sub {
+                b"latency" => USAGE_LATENCY,
+                b"hotkeys" => USAGE_HOTKEYS,
+                _ => USAGE_SLOWLOG,
+            });
+            return;
+        }
+    }
+    out.extend_from_slice(reply::END);
+}
+
+const USAGE_LATENCY: &[u8] = b"CLIENT_ERROR usage: stats latency\r\n";
+const USAGE_HOTKEYS: &[u8] = b"CLIENT_ERROR usage: stats hotkeys [reset]\r\n";
+const USAGE_SLOWLOG: &[u8] = b"CLIENT_ERROR usage: stats slowlog [reset|<count>]\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_subcommands() {
+        let o = Observe::new(1, true, true, 1, 4);
+        let w = &o.workers[0];
+        w.latencies.record(crate::admin::latency::TEXT, 2_000);
+        w.hotkeys.note(false, b"hot", 10);
+        for i in 0..3 {
+            o.slowlog.push(i, "text_get_hit", b"k", 5 + i, "-".into());
+        }
+        let run = |sub: &[u8], arg: Option<&[u8]>| {
+            let mut out = Vec::new();
+            measurements(&o, sub, arg, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let l = run(b"latency", None);
+        assert!(
+            l.starts_with("STAT text_get_hit:count 1\r\n") && l.ends_with("END\r\n"),
+            "{l}"
+        );
+        assert!(run(b"hotkeys", None).contains("STAT reads:1:key hot\r\n"));
+        let s = run(b"slowlog", Some(b"2"));
+        assert!(
+            !s.contains("STAT 1:") && s.contains("STAT 2:us 6\r\n"),
+            "{s}"
+        );
+        assert_eq!(run(b"slowlog", Some(b"reset")), "RESET\r\n");
+        assert_eq!(run(b"slowlog", None), "END\r\n");
+        assert_eq!(run(b"hotkeys", Some(b"reset")), "RESET\r\n");
+        assert_eq!(run(b"hotkeys", None), "END\r\n");
+        assert_eq!(run(b"latency", Some(b"reset")).as_bytes(), USAGE_LATENCY);
+        assert_eq!(run(b"slowlog", Some(b"x")).as_bytes(), USAGE_SLOWLOG);
     }
 }

@@ -23,8 +23,8 @@
 //! wait for a watcher; the only cost to the event's worker while somebody watches is
 //! formatting the line and copying it under the watcher's lock.
 //!
-//! At most [`WATCHER_LIMIT`] watchers at once, as memcached. Imports `slab` (the
-//! classes evictions report) and nothing else of the server's.
+//! At most [`WATCHER_LIMIT`] watchers at once, as memcached. Imports nothing else of
+//! the server's; the engine's evictions reach the hub through `admin/evictions.rs`.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -33,10 +33,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use memcrab_proto::text::watch::{self as line, CloseReason, Transport};
-use memcrab_store::{Clock, Evicted, EvictionListener};
 use parking_lot::{Mutex, RwLock};
-
-use crate::admin::slab::Classes;
 
 /// memcached's `WATCHER_LIMIT`.
 pub const WATCHER_LIMIT: usize = 20;
@@ -272,34 +269,6 @@ impl Watcher {
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.hub.remove(&self.sink);
-    }
-}
-
-/// The engine's eviction listener: `type=eviction` lines for `watch evictions`.
-pub struct EvictionReport {
-    pub hub: Arc<Hub>,
-    pub clock: Arc<Clock>,
-    pub classes: Classes,
-}
-
-impl EvictionListener for EvictionReport {
-    fn evicted(&self, it: &Evicted<'_>) {
-        if !self.hub.wants(line::EVICTIONS) {
-            return;
-        }
-        let now = self.clock.now();
-        // memcached: `exptime - current_time` in unsigned arithmetic, widened, or -1
-        // for no expiry; `current_time - it->time` printed with %d.
-        let ttl = if it.exptime == 0 {
-            -1
-        } else {
-            i64::from(it.exptime.wrapping_sub(now))
-        };
-        let la = now.wrapping_sub(it.atime) as i32;
-        let clsid = self.classes.of(it.key.len(), it.flags, it.value_len);
-        self.hub.emit(line::EVICTIONS, &mut |out| {
-            line::eviction(out, it.key, it.fetched, ttl, la, clsid, it.value_len)
-        });
     }
 }
 

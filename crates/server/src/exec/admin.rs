@@ -7,10 +7,9 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::server::Ctx;
 use memcrab_proto::text::watch as watch_reply;
 use memcrab_proto::text::{reply, ShutdownMode};
-
-use super::Ctx;
 
 /// memcached's `MAX_VERBOSITY_LEVEL`.
 const MAX_VERBOSITY_LEVEL: u32 = 2;
@@ -95,7 +94,7 @@ pub fn shutdown(cx: &Ctx<'_>, mode: ShutdownMode) -> Shutdown {
 /// `refresh_certs`: reloads the TLS certificate and key; `Err` has memcached's
 /// message.
 pub fn refresh_certs(cx: &Ctx<'_>) -> Result<(), String> {
-    crate::startup::certs::reload_certs(cx.server.tls.as_deref())
+    crate::startup::certs::reload_certs(cx.server.tls.as_deref(), &cx.server.settings.tls)
 }
 
 /// `watch`'s checks (`process_watch_command` up to `logger_add_watcher`): refused

@@ -3,9 +3,8 @@
 //! once, for every protocol (memcached's `do_add_delta` callers); the executors map
 //! their options onto [`DeltaOpts`] and encode the [`Delta`].
 
+use crate::server::Ctx;
 use memcrab_store::{Delta, DeltaOpts};
-
-use super::Ctx;
 
 /// incr (`incr`) or decr of `key` by `delta`, counted as memcached counts it:
 /// `incr_hits`/`decr_hits` when it changed a live item (an item that `ma N` or a

@@ -20,9 +20,9 @@ use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
-use super::{Ctx, Flow};
+use super::Flow;
 use crate::out::Out;
-use crate::server::VERSION;
+use crate::server::{Ctx, VERSION};
 use crate::startup::auth;
 
 /// A connection's SASL state.

@@ -7,8 +7,9 @@
 use memcrab_proto::text::watch::{self as line, DeleteCmd};
 use memcrab_store::{DeleteOpts, DeleteResult, GetOpts};
 
-use super::{Ctx, Seen};
+use super::Seen;
 use crate::admin::prefix::Op;
+use crate::server::Ctx;
 
 /// A delete, whatever its protocol.
 pub struct Delete<'a> {

@@ -9,9 +9,10 @@
 use memcrab_proto::text::watch::{self as line, GetStatus};
 use memcrab_store::{Fetch, GetOpts, Item};
 
-use super::{Ctx, Seen};
+use super::Seen;
 use crate::admin::prefix::Op;
 use crate::out::Out;
+use crate::server::Ctx;
 
 /// Which counters a lookup moves, as memcached counts each command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

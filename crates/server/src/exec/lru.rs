@@ -21,7 +21,8 @@ use memcrab_proto::text::meta::reply::{mgdump_line, EN};
 use memcrab_proto::text::reply;
 use memcrab_store::WalkCursor;
 
-use super::{Ctx, Flow};
+use super::Flow;
+use crate::server::Ctx;
 
 /// Items a dump shows per turn before it lets the connection's other work run (the
 /// request step counts each turn against `-R`).

@@ -38,8 +38,9 @@ use super::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
 use super::store::{self, Store};
-use super::{Ctx, Flow};
+use super::Flow;
 use crate::out::Out;
+use crate::server::Ctx;
 
 /// Executes one meta request, appending its reply to `out`.
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {

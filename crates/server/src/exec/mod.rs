@@ -8,11 +8,11 @@
 //! as that protocol's reply.
 //!
 //! ```text
-//!   exec/mod.rs   Ctx (what a worker executes with), Flow (what the caller does
-//!                 next), Resume (a paused request's progress)
+//!   exec/mod.rs   Flow (what the caller does next), Resume (a paused request's
+//!                 progress), Seen (what a lookup showed, for `watch`)
 //!   protocols:
-//!     text.rs     classic text commands; hands meta to meta.rs and lru_crawler,
-//!                 slabs and lru to lru.rs
+//!     text.rs     classic text commands; hands lru_crawler, slabs and lru to
+//!                 lru.rs (the request step sends meta requests to meta.rs)
 //!     meta.rs     mg ms md ma mn me (proto_text.c's process_m*)
 //!     binary.rs   binary packets (proto_bin.c), SASL
 //!     lru.rs      lru_crawler (crawls, key dumps), slabs, lru
@@ -24,12 +24,13 @@
 //!     delete.rs   delete, md, binary DELETE
 //!     arith.rs    incr decr, ma, binary INCREMENT DECREMENT
 //!     admin.rs    flush_all, shutdown, verbosity, cache_memlimit, refresh_certs,
-//!                 watch's checks; `stats latency|hotkeys|slowlog`
+//!                 watch's checks
 //!   probe.rs      the request step's measurement hook: latency, hot keys, slow log
 //! ```
 //!
 //! Executors know nothing of connections: they read a request and append to an
-//! output buffer. The request step (`crate::request`) feeds them, and the transports
+//! output buffer, with the worker's `Ctx` (`crate::server`, beside the state it
+//! points into). The request step (`crate::request`) feeds them, and the transports
 //! (`crate::io`) feed the request step.
 
 pub mod admin;
@@ -43,38 +44,7 @@ pub mod probe;
 pub mod store;
 pub mod text;
 
-use std::cell::Cell;
-
-use memcrab_store::{Engine, Item, WalkCursor};
-
-use crate::admin::counters::Counters;
-use crate::admin::slab::Classes;
-use crate::server::Server;
-
-/// What a worker needs to execute requests (one per worker thread).
-pub struct Ctx<'a> {
-    pub server: &'a Server,
-    pub engine: &'a dyn Engine,
-    /// The executing worker's own counters.
-    pub counters: &'a Counters,
-    /// The executing worker's number (its event loop is what a new watcher wakes).
-    pub worker: usize,
-    /// The socket whose requests are being served (`watch`'s `cfd`): each transport
-    /// sets it before it serves a connection or a UDP socket.
-    pub fd: Cell<i32>,
-}
-
-impl Ctx<'_> {
-    /// memcached's slab classes under these settings, for the `clsid` of log lines.
-    pub(crate) fn classes(&self) -> Classes {
-        let s = &self.server.settings;
-        Classes {
-            chunk_size: s.chunk_size,
-            growth_factor: s.growth_factor,
-            use_cas: s.use_cas,
-        }
-    }
-}
+use memcrab_store::{Item, WalkCursor};
 
 /// What the connection does after a request.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The request step's measurement hook: a [`Probe`] is made when a request has been
 //! parsed and finished when its reply is queued, and records what
-//! `crate::admin::observe` keeps: the request's time in its latency series, a
+//! the server's `Observe` keeps: the request's time in its latency series, a
 //! sampled request's keys in the hot-key sketches, and a slow request in the slow
 //! log (and `watch slowlog`).
 //!
@@ -32,12 +32,12 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
 use memcrab_proto::text::{Keys, Request, StoreCmd};
 
-use super::{Ctx, Flow};
+use super::Flow;
 use crate::admin::latency::{
     self, BINARY, CAS, DECR, DELETE, GAT, GET, INCR, META, OTHER, SET, TEXT, TOUCH,
 };
-use crate::admin::observe::WorkerObs;
 use crate::out::Out;
+use crate::server::{Ctx, WorkerObs};
 
 /// One request in flight: what it is, and when it started. Small, so that it stays
 /// in registers across the executor call; the key is kept only when needed.

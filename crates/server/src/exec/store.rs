@@ -10,8 +10,8 @@ use memcrab_proto::text::watch::{self as line, StoreStatus};
 use memcrab_proto::text::StoreCmd;
 use memcrab_store::{DeleteOpts, GetOpts, Mode, RelTime, StoreOpts, StoreResult};
 
-use super::Ctx;
 use crate::admin::prefix::Op;
+use crate::server::Ctx;
 
 /// A storage request, whatever its protocol.
 pub struct Store<'a> {

@@ -38,11 +38,10 @@ use std::sync::Arc;
 use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
 use crate::admin::watch::Watcher;
-use crate::exec::Ctx;
 use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
 use crate::out::Out;
 use crate::request::{Session, Stop};
-use crate::server::ConnInfo;
+use crate::server::{ConnInfo, Ctx};
 
 /// Read buffer size to start with, and to shrink back to (memcached's is 16 KiB).
 const READ_BUFFER_BYTES: usize = 16 * 1024;

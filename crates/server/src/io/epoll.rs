@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 use memcrab_proto::text::watch::CloseReason;
 use mio::{Events, Poll};
 
-use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
 use crate::io::handoff::{NewConn, WAKE};
 use crate::io::net::Stream;
 use crate::io::udp::Ports;
 use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
 use crate::request::Session;
-use crate::server::Server;
+use crate::server::{Ctx, Server};
 
 /// A connection and its socket.
 struct Client {

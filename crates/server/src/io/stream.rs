@@ -4,10 +4,10 @@
 
 use std::io;
 
-use crate::exec::Ctx;
 use crate::io::net::Stream;
 use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
 use crate::out::Out;
+use crate::server::Ctx;
 
 /// A socket as a connection's wire: reads when readiness says so; writes with one
 /// `write` (one `writev` of up to `IOV_MAX` pieces when the output holds leases,

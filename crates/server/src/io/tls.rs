@@ -1,7 +1,8 @@
 //! TLS (`-Z`) on rustls: [`TlsStream`], the encrypted stream that
 //! `net::Stream::Tls` wraps, over the configuration `startup/certs.rs` builds from
-//! memcached's `ssl_*` options. Requests never see TLS: the connection's
-//! read and write move plaintext, so the request path is the same as for TCP.
+//! memcached's `ssl_*` options (held in `startup/tls.rs`). Requests never see TLS:
+//! the connection's read and write move plaintext, so the request path is the same
+//! as for TCP.
 //!
 //! ```text
 //!   socket ──read_tls──► rustls (decrypt) ──reader──► TlsStream::read ──► conn.rs rbuf
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 use rustls::ServerConnection;
 
-use crate::startup::certs::Tls;
+use crate::startup::tls::Tls;
 
 /// rustls's own default limit on buffered outgoing TLS, kept unless `ssl_wbuf_size`
 /// asks for more.

@@ -73,10 +73,10 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Request, KEY_MAX_LEN};
 use mio::{Interest, Poll, Token};
 
-use crate::exec::{Ctx, Flow};
+use crate::exec::Flow;
 use crate::out::Out;
 use crate::request::{Done, Session};
-use crate::server::{ConnInfo, Server};
+use crate::server::{ConnInfo, Ctx, Server};
 use crate::startup::settings::parse_config;
 
 /// UDP sockets' poll tokens are `UDP_TOKENS + i`; connection slots never get this

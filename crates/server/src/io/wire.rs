@@ -5,8 +5,8 @@
 
 use std::io;
 
-use crate::exec::Ctx;
 use crate::out::Out;
+use crate::server::Ctx;
 
 /// Buffers larger than this are released when they empty (a connection's read
 /// buffer, a wire's own).

@@ -24,10 +24,9 @@ use std::time::Duration;
 use memcrab_proto::text::watch::{CloseReason, Transport};
 use mio::{Interest, Poll, Token};
 
-use crate::exec::Ctx;
 use crate::io::handoff::NewConn;
 use crate::io::net::Stream;
-use crate::server::{ConnInfo, Server};
+use crate::server::{ConnInfo, Ctx, Server};
 
 /// How long shutdown waits for replies in flight to drain.
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);

@@ -1,7 +1,7 @@
 //! TLS's server configuration (`-Z`) on rustls: memcached's `ssl_*` options made
 //! into the certificate chain, key, CA, TLS 1.2 ciphers and session resumption that
 //! new connections get, built at start-up and rebuilt whole by `refresh_certs` and
-//! SIGHUP ([`reload_certs`]); and the `ssl_*` statistics. The encrypted stream
+//! SIGHUP ([`reload_certs`]), into `startup/tls.rs`'s `Tls`. The encrypted stream
 //! itself is the transport's (`io/tls.rs`, which wraps each accepted connection
 //! with [`Tls::config`]).
 //!
@@ -28,32 +28,13 @@ use rustls::{
     SignatureScheme, SupportedCipherSuite,
 };
 
-use crate::startup::settings::tls::TlsSettings;
+use crate::startup::settings::TlsSettings;
+use crate::startup::tls::Tls;
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;
 /// Sessions the `ssl_session_cache` keeps (OpenSSL's default cache size).
 const SESSION_CACHE_ENTRIES: usize = 20 * 1024;
-
-/// The TLS state shared by the acceptor (which wraps new connections), `stats` and
-/// the reloaders.
-pub struct Tls {
-    opts: TlsSettings,
-    verbose: bool,
-    /// The configuration new connections get. Replaced whole by [`reload_certs`];
-    /// taken for an Arc clone at each TLS accept and for the swap. Open connections
-    /// hold their own Arc, so they keep the certificates they started with.
-    config: Mutex<Arc<ServerConfig>>,
-    /// Kept across reloads, so tickets and cached sessions survive a rotation.
-    ticketer: Arc<dyn rustls::server::ProducesTickets>,
-    sessions: Arc<dyn StoresServerSessions>,
-    /// Failed handshakes (Relaxed: a statistic).
-    handshake_errors: AtomicU64,
-    /// Sessions put in the `ssl_session_cache` (Relaxed: a statistic).
-    new_sessions: Arc<AtomicU64>,
-    /// When the certificates were last loaded; taken by reloads and `stats`.
-    refreshed: Mutex<Instant>,
-}
 
 /// Builds the TLS state `-Z` asks for (`t`; `tcp_port` is `-p`, `verbose` is
 /// `-v`), or `None` without `-Z`. An error is memcached's startup message; the
@@ -90,8 +71,9 @@ pub fn start(t: &TlsSettings, tcp_port: u16, verbose: bool) -> Result<Option<Arc
     };
     let config = build_config(t, &ticketer, &sessions)?;
     Ok(Some(Arc::new(Tls {
-        opts: t.clone(),
         verbose,
+        wbuf_size: (t.wbuf_size as usize).max(1024),
+        session_cache: t.session_cache,
         config: Mutex::new(config),
         ticketer,
         sessions,
@@ -101,56 +83,18 @@ pub fn start(t: &TlsSettings, tcp_port: u16, verbose: bool) -> Result<Option<Arc
     })))
 }
 
-/// Reloads the certificate chain, key and CA file (memcached's `refresh_certs`):
+/// Reloads the certificate chain, key and CA file (memcached's `refresh_certs`) as
+/// `t` (the settings `tls` was started with) names them:
 /// new connections use them, open ones keep theirs. On error nothing changes and
 /// the message is memcached's (the `refresh_certs` reply without its `\r\n`).
-pub fn reload_certs(tls: Option<&Tls>) -> Result<(), String> {
+pub fn reload_certs(tls: Option<&Tls>, t: &TlsSettings) -> Result<(), String> {
     let Some(tls) = tls else {
         return Err("Error TLS not enabled".into());
     };
-    let config = build_config(&tls.opts, &tls.ticketer, &tls.sessions)?;
+    let config = build_config(t, &tls.ticketer, &tls.sessions)?;
     *tls.config.lock() = config;
     *tls.refreshed.lock() = Instant::now();
     Ok(())
-}
-
-impl Tls {
-    /// The configuration new connections get now (the certificates last loaded).
-    pub fn config(&self) -> Arc<ServerConfig> {
-        Arc::clone(&self.config.lock())
-    }
-
-    /// Plaintext bytes encrypted per write (`ssl_wbuf_size`, at least 1 KiB).
-    pub fn wbuf_size(&self) -> usize {
-        (self.opts.wbuf_size as usize).max(1024)
-    }
-
-    /// Counts a failed handshake (`ssl_handshake_errors`), and under `-v` says
-    /// with whom and why.
-    pub fn handshake_failed(&self, tcp: &mio::net::TcpStream, why: &dyn std::fmt::Display) {
-        self.handshake_errors.fetch_add(1, Ordering::Relaxed);
-        if self.verbose {
-            let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-            eprintln!("memcrab: TLS handshake with {peer} failed: {why}");
-        }
-    }
-
-    /// `ssl_handshake_errors`.
-    pub fn handshake_errors(&self) -> u64 {
-        self.handshake_errors.load(Ordering::Relaxed)
-    }
-
-    /// `ssl_new_sessions`, with `ssl_session_cache` only.
-    pub fn new_sessions(&self) -> Option<u64> {
-        self.opts
-            .session_cache
-            .then(|| self.new_sessions.load(Ordering::Relaxed))
-    }
-
-    /// `time_since_server_cert_refresh`, in seconds.
-    pub fn secs_since_refresh(&self) -> u64 {
-        self.refreshed.lock().elapsed().as_secs()
-    }
 }
 
 /// The rustls configuration for these options, certificates loaded from their

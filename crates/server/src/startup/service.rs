@@ -1,6 +1,6 @@
 //! Running under a service manager the way memcached 1.6 does: `-u` (leave root),
-//! `-r` (core files), `-d` (daemonize) and `-P` (pid file). `main` calls these in
-//! memcached's order:
+//! `-r` (core files), `-d` (daemonize) and `-P` (pid file), and SIGHUP's reload
+//! ([`reload`]). `main` calls these in memcached's order:
 //!
 //! ```text
 //!   refuse root without -u (exit 64) / unknown -u user (exit 67)
@@ -17,7 +17,7 @@
 //! Differences from memcached, all where memcached's behaviour is an accident:
 //! memcached binds TCP/UDP after leaving root (its own comment says before), so it
 //! cannot serve a port below 1024; memcrab binds them first. `-d` makes `-P`, `-Y`
-//! and `MEMCACHED_SASL_PWDB` paths absolute before the `chdir("/")` (settings.rs),
+//! and `MEMCACHED_SASL_PWDB` paths absolute before the `chdir("/")` (settings/parse.rs),
 //! where memcached would write `-P rel.pid` to `/rel.pid`. memcached removes the pid
 //! file on exit only with `-d`; memcrab removes it on every clean exit, if it still
 //! holds memcrab's pid. memcached ignores SIGHUP under `-d`; memcrab reloads.
@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{self, User};
 
+use crate::server::Server;
+use crate::startup::certs;
 use crate::startup::settings::Settings;
 
 /// sysexits.h, as memcached exits.
@@ -201,4 +203,27 @@ fn read_pid(path: &Path) -> Option<i32> {
         .parse()
         .ok()
         .filter(|&p| p > 0)
+}
+
+/// SIGHUP: re-reads everything that can change without a restart. This is the
+/// one place for it; each step keeps its old state when its file is bad, and
+/// nothing here stops the server. Today: the users of `-Y` / `-S` (memcached
+/// reloads its `-Y` file on SIGHUP too), and the TLS certificates (`-Z`; memcached
+/// reloads them only on `refresh_certs`).
+pub fn reload(server: &Server) {
+    let verbose = server.verbosity.load(std::sync::atomic::Ordering::Relaxed) > 0;
+    match server.load_users() {
+        Ok(()) if verbose && server.settings.users_file.is_some() => {
+            eprintln!("memcrab: SIGHUP: reloaded the users");
+        }
+        Ok(()) => {}
+        Err(e) => eprintln!("memcrab: SIGHUP: {e}; keeping the users loaded before"),
+    }
+    // New TLS connections get the files' certificates from now on; a broken
+    // file changes nothing.
+    if let Some(tls) = &server.tls {
+        if let Err(e) = certs::reload_certs(Some(tls), &server.settings.tls) {
+            eprintln!("memcrab: SIGHUP: {e}");
+        }
+    }
 }

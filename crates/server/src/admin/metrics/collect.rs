@@ -632,7 +632,7 @@ pub fn hotkeys_family<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone
             .enumerate()
         {
             let rank = (rank + 1).to_string();
-            let key = hotkeys::uri(key);
+            let key = memcrab_proto::text::reply::uriencoded(key);
             f.push(
                 &[("kind", kind.name()), ("rank", &rank), ("key", &key)],
                 Value::Int(*n),

@@ -65,7 +65,6 @@ pub use bufring::probe;
 use bufring::{BufRing, BGID};
 use ring::{Op, Plain, Ring, VecSend};
 
-use crate::exec::Ctx;
 use crate::io::conn::{Conn, Next};
 use crate::io::handoff::WAKE;
 use crate::io::net::Stream;
@@ -73,7 +72,7 @@ use crate::io::udp::Ports;
 use crate::io::worker::{self, Worker, SHUTDOWN_FLUSH};
 use crate::out::Out;
 use crate::request::Session;
-use crate::server::Server;
+use crate::server::{Ctx, Server};
 
 /// What a file table update that empties a slot reads (the kernel reads it when
 /// the SQE is issued; a static outlives that).

@@ -26,9 +26,9 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use io_uring::{opcode, squeue, types};
 
-use crate::exec::Ctx;
 use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
 use crate::out::{Out, IOV_MAX};
+use crate::server::Ctx;
 
 /// Received bytes held back by a connection that cannot serve them
 /// ([`crate::io::conn::Conn::backlog`]) above which the driver cancels its receive

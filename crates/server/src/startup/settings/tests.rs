@@ -1,10 +1,11 @@
 //! The command line parser against memcached's flags and getopt's conventions.
 
+use super::parse::*;
 use super::*;
 
 fn run(args: &[&str]) -> Result<Settings, String> {
     match parse(args.iter().map(|s| s.to_string()))? {
-        Command::Run(s) => Ok(*s),
+        Command::Run { settings, .. } => Ok(*settings),
         other => Err(format!("{other:?}")),
     }
 }

@@ -1,0 +1,141 @@
+//! The request clock: what the request step times requests with (`exec/probe.rs`),
+//! kept in the server's `Observe` (`server.rs`).
+//!
+//! Why the time-stamp counter: a request is timed with two reads of it, about 25
+//! cycles each and one instruction under valgrind, where `Instant::now()` costs a
+//! vDSO `clock_gettime` (some 50 instructions and 20 ns) each. The counter runs at a
+//! constant rate on every x86-64 CPU Linux calls `constant_tsc` (all since 2008) and
+//! is synchronised across cores, which is what a request that starts and ends on
+//! one worker thread needs anyway. Elsewhere (or where the kernel does not report a
+//! constant, non-stop counter) the monotonic clock is read instead.
+
+use std::time::{Duration, Instant};
+
+/// The request clock: raw readings ([`Ticks::now`]) and their conversion to
+/// nanoseconds, `ns = ticks * mult >> 32`.
+pub struct Ticks {
+    /// Nanoseconds per tick, times 2^32 (set once at start-up).
+    mult: u64,
+    /// Read the time-stamp counter (else the monotonic clock, in ns since `base`).
+    tsc: bool,
+    base: Instant,
+}
+
+impl Ticks {
+    /// A clock that is never read (nothing is timed).
+    pub fn off() -> Self {
+        Ticks {
+            mult: 1 << 32,
+            tsc: false,
+            base: Instant::now(),
+        }
+    }
+
+    /// Measures the time-stamp counter's rate against the monotonic clock over 2 ms
+    /// (an error of a few parts per million: the clock's resolution over the span),
+    /// where the counter can be trusted; else the monotonic clock.
+    pub fn calibrate() -> Self {
+        let base = Instant::now();
+        if !tsc_usable() {
+            return Ticks {
+                mult: 1 << 32,
+                tsc: false,
+                base,
+            };
+        }
+        let (t0, i0) = (rdtsc(), Instant::now());
+        std::thread::sleep(Duration::from_millis(2));
+        let (t1, i1) = (rdtsc(), Instant::now());
+        let ns = i1.duration_since(i0).as_nanos() as f64;
+        let ticks = t1.wrapping_sub(t0) as f64;
+        if ticks < 1.0 || ns < 1.0 {
+            return Ticks {
+                mult: 1 << 32,
+                tsc: false,
+                base,
+            };
+        }
+        Ticks {
+            mult: ((ns / ticks) * (1u64 << 32) as f64) as u64,
+            tsc: true,
+            base,
+        }
+    }
+
+    /// A reading.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        if self.tsc {
+            rdtsc()
+        } else {
+            self.base.elapsed().as_nanos() as u64
+        }
+    }
+
+    /// Nanoseconds between two readings (0 if `end` is before `start`).
+    #[inline]
+    pub fn ns(&self, start: u64, end: u64) -> u64 {
+        let d = end.saturating_sub(start);
+        ((u128::from(d) * u128::from(self.mult)) >> 32) as u64
+    }
+
+    /// Where readings come from, for `stats settings`' `latency_clock`.
+    pub fn source(&self) -> &'static str {
+        if self.tsc {
+            "tsc"
+        } else {
+            "monotonic"
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn rdtsc() -> u64 {
+    // SAFETY: RDTSC reads the time-stamp counter and has no other effect; every
+    // x86-64 CPU has it (`tsc_usable` checks that it runs at a constant rate).
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn rdtsc() -> u64 {
+    0
+}
+
+/// Whether the kernel says the time-stamp counter runs at one rate, in every power
+/// state (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo's flags).
+fn tsc_usable() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    info.lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| {
+            let has = |name: &str| l.split_whitespace().any(|x| x == name);
+            has("constant_tsc") && has("nonstop_tsc")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_measure_a_sleep() {
+        let t = Ticks::calibrate();
+        let a = t.now();
+        let i = Instant::now();
+        std::thread::sleep(Duration::from_millis(20));
+        let (b, real) = (t.now(), i.elapsed().as_nanos() as f64);
+        let got = t.ns(a, b) as f64;
+        assert!(
+            (got - real).abs() / real < 0.02,
+            "{got} ns against {real} ns"
+        );
+        assert_eq!(t.ns(b, a), 0, "a reading before the start is 0");
+    }
+}
