@@ -22,12 +22,12 @@ fn group(c: &Comparison) -> Group {
     let base = refs.first().map_or(0.0, |b| b.cpu_s_per_mreq);
     Group {
         heading: format!(
-            "{}: x {}",
+            "{} (x {})",
             c.workload,
             refs.iter()
                 .map(|r| r.name.as_str())
                 .collect::<Vec<_>>()
-                .join(", x ")
+                .join(" | x ")
         ),
         bars: c
             .rows
@@ -41,7 +41,7 @@ fn group(c: &Comparison) -> Group {
                     .iter()
                     .map(|b| format!("{:.2}x", ratio(r.cpu_s_per_mreq, b.cpu_s_per_mreq)))
                     .collect::<Vec<_>>()
-                    .join(", "),
+                    .join(" | "),
                 class: "ratios",
             })
             .collect(),
@@ -70,10 +70,10 @@ pub fn cpu_svg(all: &[Comparison]) -> anyhow::Result<String> {
     let groups: Vec<Group> = all.iter().map(group).collect();
     let gw = groups.iter().map(|g| g.width(MIN_BAR)).fold(0.0, f64::max);
     let cols = PER_LINE.min(groups.len());
-    let title = "Server CPU per request, medians over rounds (dashed: the first server)";
+    let title = "Server CPU per request, medians over rounds";
     let sub = format!(
-        "bar length: CPU-s per request; labels: its multiple of each reference; every server ran \
-         {workers} worker{}",
+        "bars: CPU-s per request (dashed: the first server's); figures: multiples of each \
+         reference; every server ran {workers} worker{}",
         if workers == 1 { "" } else { "s" }
     );
     let w = (MARGIN * 2.0 + gw * cols as f64 + GUTTER * (cols as f64 - 1.0))

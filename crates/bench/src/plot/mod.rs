@@ -1,7 +1,7 @@
 //! Pictures of what `compare` and `storage` measured, as hand-written SVG: bar charts
 //! need no plotting library. Every chart is rows of horizontal bars, one row per
-//! server, with its value printed beside the bar, so that no label needs to be
-//! rotated or squeezed under another; widths come from measured labels.
+//! server, with its value printed in a column after the bars, so that no label needs
+//! to be rotated or squeezed under another; widths come from measured labels.
 //!
 //! - `svg.rs`: the canvas, text width estimates and label boxes.
 //! - `data.rs`: a comparison's figures (what a chart is drawn from) and their TSV
@@ -125,8 +125,10 @@ pub(crate) fn bar_group(c: &mut Canvas, x: f64, y: f64, w: f64, g: &Group) -> f6
             b.color,
             &format!("{}: {}", b.name, b.label),
         );
+        // In a column after the longest bar: a label beside each bar's end would
+        // cross the reference line of the shorter bars.
         c.text(
-            bar_x + len + PAD / 2.0,
+            bar_x + bar_w + PAD / 2.0,
             row + 13.0,
             FONT,
             Anchor::Start,

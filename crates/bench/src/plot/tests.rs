@@ -232,7 +232,7 @@ fn cpu_picture_over_four_workloads() {
     let printed = texts(&doc, "ratios");
     assert_eq!(printed.len(), 4 * all[0].rows.len());
     // memcrab in W1: x memcached, x floor-uring, x floor.
-    assert_eq!(printed[1], "0.11x, 1.93x, 1.69x");
+    assert_eq!(printed[1], "0.11x | 1.93x | 1.69x");
 }
 
 #[test]

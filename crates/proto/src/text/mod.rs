@@ -138,13 +138,11 @@ fn dispatch<'a>(line: &'a [u8], after: &'a [u8], cfg: &Config) -> Line<'a> {
             noreply: false,
         }))),
         // The meta commands: two bytes, `m` and one of these.
-        [b'm', b'g' | b's' | b'd' | b'n' | b'a' | b'e'] => {
-            match meta::parse(line, after, cfg) {
-                meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
-                meta::Parsed::UnknownCommand => Done(Err(Error::UnknownCommand)),
-                meta::Parsed::NeedData => Line::NeedData,
-            }
-        }
+        [b'm', b'g' | b's' | b'd' | b'n' | b'a' | b'e'] => match meta::parse(line, after, cfg) {
+            meta::Parsed::Request(m, data) => Line::Data(Ok(Request::Meta(m)), data),
+            meta::Parsed::UnknownCommand => Done(Err(Error::UnknownCommand)),
+            meta::Parsed::NeedData => Line::NeedData,
+        },
         _ => Done(other(&t, n)),
     }
 }
