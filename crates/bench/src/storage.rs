@@ -264,8 +264,7 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
         });
     }
     if let Some(dir) = &a.plot {
-        let keys =
-            format!("{n} items, keys `key:0000001`…, RSS after the fill less the idle server's");
+        let keys = format!("{n} items, RSS after the fill less the idle server's");
         write_plot(dir, "storage-items.svg", plot::items_svg(&shapes, &keys)?)?;
     }
     Ok(())

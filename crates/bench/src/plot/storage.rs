@@ -51,7 +51,7 @@ pub fn items_svg(shapes: &[ItemsShape], keys: &str) -> anyhow::Result<String> {
         })
         .collect();
     let title = "Items per MB of resident memory (more is better)";
-    let sub = format!("{keys}; in brackets: the multiple of the first server");
+    let sub = format!("{keys}; (x): multiple of the first");
     let gw = groups.iter().map(|g| g.width(MIN_BAR)).fold(0.0, f64::max);
     let w = (gw + MARGIN * 2.0)
         .max(text_width(title, 16.0) + MARGIN * 2.0)
