@@ -100,7 +100,7 @@ pub fn miss_svg(curves: &[MissCurve], workload: &str) -> anyhow::Result<String> 
     let w = (px + pw + 20.0 + legend_w + MARGIN)
         .max(text_width(title, 16.0) + MARGIN * 2.0)
         .max(text_width(workload, HEAD) + MARGIN * 2.0);
-    let h = py + ph + 50.0;
+    let h = py + ph + 56.0;
     let mut c = Canvas::new();
     c.text(w / 2.0, 24.0, 16.0, Anchor::Middle, "title", true, title);
     c.text(
@@ -132,12 +132,12 @@ pub fn miss_svg(curves: &[MissCurve], workload: &str) -> anyhow::Result<String> 
     }
     for &mb in &sizes {
         let label = format!("{mb} MB");
-        let b = super::svg::TextBox::of(&label, FONT, xat(mb), py + ph + 18.0, Anchor::Middle);
+        let b = super::svg::TextBox::of(&label, FONT, xat(mb), py + ph + 22.0, Anchor::Middle);
         // A size too close to one already labelled keeps its point, not its label.
         if c.free(&b) && b.x >= 0.0 && b.x + b.w <= w {
             c.text(
                 xat(mb),
-                py + ph + 18.0,
+                py + ph + 22.0,
                 FONT,
                 Anchor::Middle,
                 "tick",
@@ -148,7 +148,7 @@ pub fn miss_svg(curves: &[MissCurve], workload: &str) -> anyhow::Result<String> 
     }
     c.text(
         px + pw / 2.0,
-        py + ph + 38.0,
+        py + ph + 42.0,
         FONT,
         Anchor::Middle,
         "axis",
