@@ -3,9 +3,9 @@
 //! reference, the ratio printed beside each bar, a dashed line at 1x); on the
 //! right, p50, p99 and p99.9 latency per server on a log scale.
 
+use super::bars::{bar_group, check_workers, Bar, Group, HEAD};
 use super::data::{ratio, Comparison};
 use super::svg::{text_width, Anchor, Canvas, COLORS, FLOOR_COLOR};
-use super::{bar_group, check_workers, Bar, Group, HEAD};
 
 /// Shortest bar length a group is given.
 const MIN_BAR: f64 = 160.0;
@@ -58,7 +58,7 @@ fn latency_groups(c: &Comparison) -> Vec<Group> {
     let max = c.rows.iter().map(|r| r.p999).fold(10.0, f64::max);
     let top = max.log10().ceil().max(1.0);
     /// A latency percentile of a row.
-    type Pick = fn(&super::Row) -> f64;
+    type Pick = fn(&super::data::Row) -> f64;
     let pick: [(&str, Pick); 3] = [
         ("p50", |r| r.p50),
         ("p99", |r| r.p99),

@@ -5,10 +5,10 @@
 
 use anyhow::bail;
 
+use super::bars::{bar_group, check_workers, Bar, Group, HEAD};
 use super::compare::color;
 use super::data::{ratio, Comparison};
 use super::svg::{text_width, Anchor, Canvas};
-use super::{bar_group, check_workers, Bar, Group, HEAD};
 
 const MIN_BAR: f64 = 140.0;
 const MARGIN: f64 = 12.0;

@@ -3,9 +3,9 @@
 
 use anyhow::bail;
 
+use super::bars::{bar_group, Bar, Group, FONT, HEAD};
 use super::data::ratio;
 use super::svg::{text_width, Anchor, Canvas, COLORS};
-use super::{bar_group, Bar, Group, FONT, HEAD};
 
 const MIN_BAR: f64 = 180.0;
 const MARGIN: f64 = 12.0;

@@ -6,6 +6,7 @@ use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
 
+use super::data::Row;
 use super::svg::{Anchor, TextBox};
 use super::*;
 
