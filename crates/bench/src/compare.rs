@@ -49,7 +49,11 @@ pub struct CompareArgs {
     /// CPUs the servers are pinned to.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub server_cpus: Vec<usize>,
-    /// Write an SVG chart of throughput and latency per server.
+    /// Draw the comparison: server CPU per request as a multiple of the first
+    /// server's and of each floor's, next to p50/p99/p99.9 latency. A path ending in
+    /// `.svg` is the picture; any other is a folder that gets `WORKLOAD.svg`. The
+    /// figures go beside it as `.tsv`, for `memcrab-bench plot`. Refused when the
+    /// servers run different worker counts.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
@@ -237,6 +241,11 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     if cmds.len() < 2 && !a.floor {
         bail!("compare needs at least two --server-cmd (or one and --floor)");
     }
+    let floors = if a.floor {
+        1 + usize::from(a.floor_uring)
+    } else {
+        0
+    };
     let mut results: Vec<Vec<Report>> = cmds.iter().map(|_| Vec::new()).collect();
     let mut threads: Vec<Option<u32>> = vec![None; cmds.len()];
     for round in 0..a.rounds {
@@ -244,6 +253,9 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
             let server = Server::start(cmd, &a.server_cpus)?;
             if round == 0 {
                 threads[i] = server_threads(server.port);
+                if a.plot.is_some() && i < cmds.len() - floors {
+                    same_workers(&cmds[..=i], &threads[..=i])?;
+                }
             }
             let target = Target::Tcp(SocketAddr::from(([127, 0, 0, 1], server.port)));
             let mut reports = run::execute(&[target], &a.knobs, Some(server.pid))?;
@@ -281,8 +293,36 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
         print!("{}", table(&workload, &sums, floor_cpu));
     }
     if let Some(path) = &a.plot {
-        std::fs::write(path, plot::svg(&workload, &sums))
-            .with_context(|| format!("--plot {}", path.display()))?;
+        let data = plot::Comparison::from_summaries(&workload, &sums, floors);
+        let svg = plot::comparison_svg(&data)?;
+        let svg_path = if path.extension().is_some_and(|e| e == "svg") {
+            path.clone()
+        } else {
+            path.join(format!("{workload}.svg"))
+        };
+        std::fs::write(&svg_path, svg).with_context(|| format!("--plot {}", svg_path.display()))?;
+        let tsv_path = svg_path.with_extension("tsv");
+        std::fs::write(&tsv_path, data.to_tsv())
+            .with_context(|| format!("--plot {}", tsv_path.display()))?;
+    }
+    Ok(())
+}
+
+/// Stops a `--plot` run early when the servers started so far (not the floors) run
+/// different worker counts: the picture would be refused at the end.
+fn same_workers(cmds: &[(String, String)], threads: &[Option<u32>]) -> anyhow::Result<()> {
+    let known: Vec<(&str, u32)> = cmds
+        .iter()
+        .zip(threads)
+        .filter_map(|((n, _), t)| t.map(|t| (n.as_str(), t)))
+        .collect();
+    if let Some((n, t)) = known.iter().find(|(_, t)| *t != known[0].1) {
+        bail!(
+            "--plot: {} runs {} worker(s) and {n} {t}; a picture needs equal worker counts \
+             on every side (give every server the same -t, within its CPUs)",
+            known[0].0,
+            known[0].1
+        );
     }
     Ok(())
 }

@@ -20,6 +20,9 @@
 //!   requests over.
 //! - `hotkeys` checks a server's `stats hotkeys` against the true Zipf top 16
 //!   (hotkeys.rs).
+//! - `compare --plot` and `storage --plot` draw what they measured, and `plot` draws
+//!   several workloads' CPU per request in one picture from `compare --plot`'s
+//!   figures (plot/).
 //! - `floor` is a do-nothing responder: the machine's floor, on epoll (floor.rs) or
 //!   io_uring (`--io uring`, floor_uring.rs).
 
@@ -59,6 +62,9 @@ enum Cmd {
     Storage(storage::StorageArgs),
     /// Hit ratio on traces shaped like Twitter's clusters, for an oracle's comparison.
     Trace(trace::TraceArgs),
+    /// Draw several workloads' CPU per request in one picture from `compare --plot`'s
+    /// `.tsv` figures.
+    Plot(plot::PlotArgs),
     /// Check `stats hotkeys` against the true top 16 of Zipf loads (recall).
     Hotkeys(hotkeys::HotkeysArgs),
     /// Serve as a do-nothing responder (the machine's floor) until killed.
@@ -112,6 +118,7 @@ fn main() {
         Cmd::Storage(a) => storage::main(a),
         Cmd::Trace(a) => trace::main(a),
         Cmd::Hotkeys(a) => hotkeys::main(a),
+        Cmd::Plot(a) => plot::main(a),
         Cmd::Floor { port, io } => {
             // Bound here for both designs, and said on stdout once it listens: a
             // script or test waits for that line instead of polling the port.

@@ -19,11 +19,18 @@
 //!   workload. A slab allocator keeps its memory in the 100-byte class and must move
 //!   pages; a segment engine recycles whole segments.
 //!
+//! - `misscurve`: `hit`'s workload at `-m` 16, 32, 64 and 128: miss ratio by
+//!   cache size (not by default).
+//!
+//! With `--plot DIR`, `bytes` draws `DIR/storage-items.svg` and `misscurve`
+//! `DIR/storage-miss.svg` (crate::plot).
+//!
 //! The client is one blocking connection pipelining batches of requests, pinned to
 //! `--client-cpus`; each server is pinned to `--server-cpus`. What is measured is
 //! memory and hit ratios, not speed.
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -32,6 +39,7 @@ use rand::{rngs::SmallRng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::compare::Server;
+use crate::plot;
 use crate::textconn::{stat, TextConn};
 
 /// `memcrab-bench storage`.
@@ -41,7 +49,8 @@ pub struct StorageArgs {
     /// for each server; the first is the baseline for ratios. `NAME=CMD` names it.
     #[arg(long = "server-cmd", required = true)]
     pub server_cmds: Vec<String>,
-    /// Experiments to run: bytes, hit, calcify; also hitcurve (not by default).
+    /// Experiments to run: bytes, hit, calcify; also hitcurve and misscurve (not by
+    /// default).
     #[arg(long, value_delimiter = ',', default_value = "bytes,hit,calcify")]
     pub experiments: Vec<String>,
     /// Smaller counts (200k items, 6M hit-ratio requests), for a quick look.
@@ -53,6 +62,10 @@ pub struct StorageArgs {
     /// CPU the client is pinned to.
     #[arg(long, default_value_t = 1)]
     pub client_cpu: usize,
+    /// Folder to draw `bytes` (storage-items.svg) and `misscurve` (storage-miss.svg)
+    /// into.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 /// Requests per pipelined batch.
@@ -175,8 +188,11 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
             "bytes" => bytes(&a, &servers)?,
             "hit" => hit(&a, &servers)?,
             "hitcurve" => hit_curve(&a, &servers)?,
+            "misscurve" => miss_curve(&a, &servers)?,
             "calcify" => calcify(&a, &servers)?,
-            other => bail!("unknown experiment {other:?} (bytes, hit, calcify)"),
+            other => {
+                bail!("unknown experiment {other:?} (bytes, hit, calcify, hitcurve, misscurve)")
+            }
         }
     }
     Ok(())
@@ -204,6 +220,7 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
     }
     println!();
     println!("|---|{}", "---|".repeat(servers.len() * 2 - 1));
+    let mut shapes = Vec::new();
     for vlen in [32usize, 100, 1000] {
         let mut per = Vec::new();
         for s in servers {
@@ -241,8 +258,21 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             print!("{:.2}x | ", b / per[0]);
         }
         println!();
+        shapes.push(plot::ItemsShape {
+            value_bytes: vlen,
+            bytes_per_item: servers.iter().map(|s| s.name.clone()).zip(per).collect(),
+        });
+    }
+    if let Some(dir) = &a.plot {
+        let keys = format!("{n} items, RSS after the fill less the idle server's");
+        write_plot(dir, "storage-items.svg", plot::items_svg(&shapes, &keys)?)?;
     }
     Ok(())
+}
+
+fn write_plot(dir: &std::path::Path, name: &str, svg: String) -> anyhow::Result<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, svg).with_context(|| format!("--plot {}", path.display()))
 }
 
 /// Read-through requests: returns (gets, hits) over the measured ones.
@@ -313,18 +343,7 @@ fn hit(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
     println!("|---|---|---|---|---|");
     let mut base = None;
     for s in servers {
-        let (_server, mut c) = start(a, s, 64)?;
-        let zipf = Zipf::new(keys as f64, 0.99).context("zipf")?;
-        let mut rng = SmallRng::seed_from_u64(42);
-        let mut next = || scatter(zipf.sample(&mut rng) as u64 - 1, keys);
-        let vl = |i: u64| value_len(i, 100, 300);
-        read_through(&mut c, "key:", 12, &mut next, vl, warm, 1, |_, _, _| {})?;
-        let mut ratio = 0.0;
-        read_through(&mut c, "key:", 12, &mut next, vl, measured, 1, |_, g, h| {
-            ratio = h as f64 / g as f64;
-        })?;
-        let items = stat(&c.stats()?, "curr_items");
-        let ev = stat(&c.stats()?, "evictions");
+        let (ratio, items, ev) = hit_at(a, s, 64, warm, measured)?;
         let b = *base.get_or_insert(ratio);
         eprintln!("hit {}: {ratio:.4}, {items} items, {ev} evictions", s.name);
         println!(
@@ -332,6 +351,68 @@ fn hit(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             s.name,
             (ratio - b) * 100.0
         );
+    }
+    Ok(())
+}
+
+/// `hit`'s workload on a fresh server at `-m mem_mb`: (hit ratio over the
+/// measured requests, items and evictions at the end).
+fn hit_at(
+    a: &StorageArgs,
+    s: &Named,
+    mem_mb: u64,
+    warm: u64,
+    measured: u64,
+) -> anyhow::Result<(f64, u64, u64)> {
+    let keys: u64 = 10_000_000;
+    let (_server, mut c) = start(a, s, mem_mb)?;
+    let zipf = Zipf::new(keys as f64, 0.99).context("zipf")?;
+    let mut rng = SmallRng::seed_from_u64(42);
+    let mut next = || scatter(zipf.sample(&mut rng) as u64 - 1, keys);
+    let vl = |i: u64| value_len(i, 100, 300);
+    read_through(&mut c, "key:", 12, &mut next, vl, warm, 1, |_, _, _| {})?;
+    let mut ratio = 0.0;
+    read_through(&mut c, "key:", 12, &mut next, vl, measured, 1, |_, g, h| {
+        ratio = h as f64 / g.max(1) as f64;
+    })?;
+    let items = stat(&c.stats()?, "curr_items");
+    let ev = stat(&c.stats()?, "evictions");
+    Ok((ratio, items, ev))
+}
+
+/// `hit` at several sizes: miss ratio by cache size.
+fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
+    let sizes = [16u64, 32, 64, 128];
+    let (warm, measured): (u64, u64) = if a.quick {
+        (4_000_000, 2_000_000)
+    } else {
+        (20_000_000, 5_000_000)
+    };
+    println!("\n### Miss ratio by cache size\n");
+    println!("`hit`'s workload ({warm} requests to warm up, {measured} measured) at each `-m`.\n");
+    let head: Vec<String> = sizes.iter().map(|m| format!("-m {m}")).collect();
+    println!("| server | {} |", head.join(" | "));
+    println!("|---|{}", "---|".repeat(sizes.len()));
+    let mut curves = Vec::new();
+    for s in servers {
+        let mut points = Vec::new();
+        for &m in &sizes {
+            let (ratio, _, _) = hit_at(a, s, m, warm, measured)?;
+            eprintln!("misscurve {} -m {m}: miss {:.4}", s.name, 1.0 - ratio);
+            points.push((m, 1.0 - ratio));
+        }
+        let cells: Vec<String> = points.iter().map(|p| format!("{:.4}", p.1)).collect();
+        println!("| {} | {} |", s.name, cells.join(" | "));
+        curves.push(plot::MissCurve {
+            name: s.name.clone(),
+            points,
+        });
+    }
+    if let Some(dir) = &a.plot {
+        let what = format!(
+            "read-through, zipf 0.99 over 10M keys, 100-300 B values; {warm} requests warm, {measured} measured"
+        );
+        write_plot(dir, "storage-miss.svg", plot::miss_svg(&curves, &what)?)?;
     }
     Ok(())
 }

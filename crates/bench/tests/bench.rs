@@ -284,11 +284,13 @@ fn compare_two_real_servers_leaves_nothing_behind() {
     }
     // An unusual connection limit marks the processes this test starts.
     let marker = "-c 1017";
+    // One worker each: both are pinned to one CPU, where memcrab runs one whatever
+    // `-t` says, and `--plot` refuses unequal worker counts.
     let a = format!(
-        "{} -u root -p {{port}} -t 2 {marker}",
+        "{} -u root -p {{port}} -t 1 {marker}",
         memcrab_bin().display()
     );
-    let b = format!("memcached -u nobody -U 0 -l 127.0.0.1 -p {{port}} -t 2 {marker}");
+    let b = format!("memcached -u nobody -U 0 -l 127.0.0.1 -p {{port}} -t 1 {marker}");
     let plot = std::env::temp_dir().join(format!("memcrab-compare-{}.svg", std::process::id()));
     let j = bench(&[
         "compare",
@@ -323,11 +325,14 @@ fn compare_two_real_servers_leaves_nothing_behind() {
     );
     assert!(num(&j, "hit_ratio") == 1.0, "{j}");
     let svg = std::fs::read_to_string(&plot).expect("plot written");
+    let tsv = std::fs::read_to_string(plot.with_extension("tsv")).expect("figures written");
     let _ = std::fs::remove_file(&plot);
+    let _ = std::fs::remove_file(plot.with_extension("tsv"));
     assert!(
-        svg.starts_with("<svg") && svg.contains("memcached"),
+        svg.starts_with("<svg") && svg.contains("memcached") && svg.contains("x memcrab"),
         "{svg}"
     );
+    assert!(tsv.contains("\nmemcrab\t1\tno\t"), "{tsv}");
     let left = processes_with(marker);
     assert!(left.is_empty(), "compare left processes behind: {left:?}");
 }
