@@ -211,10 +211,22 @@ impl Server {
     }
 }
 
-/// One worker's recorders.
+/// One worker's recorders, with a copy of what is on, so that a request reads its
+/// worker's cache lines only.
 pub struct WorkerObs {
     pub latencies: Latencies,
     pub hotkeys: HotKeys,
+    /// [`Observe::timed`].
+    pub timed: bool,
+    /// [`Observe::latency`].
+    pub latency: bool,
+    /// [`Observe::hotkeys`].
+    pub sample: bool,
+    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
+    /// its key until it is timed.
+    pub slowlog_on: bool,
+    /// [`Observe::ticks`].
+    pub ticks: Ticks,
 }
 
 /// What the request step measures for operators, held together, and whether each
@@ -238,9 +250,6 @@ pub struct Observe {
     pub latency: bool,
     /// Hot keys sampled (`-o hotkeys=on`, the default).
     pub hotkeys: bool,
-    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
-    /// its key until it is timed.
-    pub slowlog_on: bool,
     pub ticks: Ticks,
     pub workers: Vec<WorkerObs>,
     pub slowlog: SlowLog,
@@ -255,21 +264,26 @@ impl Observe {
         slowlog_len: usize,
     ) -> Self {
         let timed = latency || slowlog_us > 0;
+        let ticks = if timed {
+            Ticks::calibrate()
+        } else {
+            Ticks::off()
+        };
         Observe {
             any: timed || hotkeys,
             timed,
             latency,
             hotkeys,
-            slowlog_on: slowlog_us > 0,
-            ticks: if timed {
-                Ticks::calibrate()
-            } else {
-                Ticks::off()
-            },
+            ticks,
             workers: (0..workers)
                 .map(|w| WorkerObs {
                     latencies: Latencies::default(),
                     hotkeys: HotKeys::new(w as u64 + 1),
+                    timed,
+                    latency,
+                    sample: hotkeys,
+                    slowlog_on: slowlog_us > 0,
+                    ticks,
                 })
                 .collect(),
             slowlog: SlowLog::new(slowlog_us, slowlog_len),
@@ -298,6 +312,10 @@ pub struct Ctx<'a> {
     /// The socket whose requests are being served (`watch`'s `cfd`): each transport
     /// sets it before it serves a connection or a UDP socket.
     pub fd: Cell<i32>,
+    /// The executing worker's latency histograms and hot-key sketches; `None` when
+    /// nothing is measured (`-o latency=off,hotkeys=off` and no slow log), so that
+    /// the request step's one check is this field.
+    pub obs: Option<&'a WorkerObs>,
 }
 
 impl Ctx<'_> {

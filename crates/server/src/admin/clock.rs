@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 /// The request clock: raw readings ([`Ticks::now`]) and their conversion to
 /// nanoseconds, `ns = ticks * mult >> 32`.
+#[derive(Clone, Copy)]
 pub struct Ticks {
     /// Nanoseconds per tick, times 2^32 (set once at start-up).
     mult: u64,

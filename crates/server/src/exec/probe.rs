@@ -88,29 +88,25 @@ impl<'r> Probe<'r> {
     /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
     #[inline(always)]
     pub fn text(cx: &Ctx<'_>, req: &Request<'r>, out: &Out) -> Option<Self> {
-        if !cx.server.observe.any {
-            return None;
-        }
-        let series = match req {
-            Request::Get { touch: None, .. } => TEXT + GET,
-            Request::Get { .. } => TEXT + GAT,
-            Request::Store { cmd, .. } | Request::TooLarge { cmd, .. } => TEXT + store(*cmd),
-            Request::Delete { .. } => TEXT + DELETE,
-            Request::Arith { incr: true, .. } => TEXT + INCR,
-            Request::Arith { .. } => TEXT + DECR,
-            Request::Touch { .. } => TEXT + TOUCH,
-            Request::Meta(m) => META + meta(m),
-            _ => TEXT + OTHER,
+        let w = cx.obs?;
+        let (base, kind) = match req {
+            Request::Get { touch: None, .. } => (TEXT, GET),
+            Request::Get { .. } => (TEXT, GAT),
+            Request::Store { cmd, .. } | Request::TooLarge { cmd, .. } => (TEXT, store(*cmd)),
+            Request::Delete { .. } => (TEXT, DELETE),
+            Request::Arith { incr: true, .. } => (TEXT, INCR),
+            Request::Arith { .. } => (TEXT, DECR),
+            Request::Touch { .. } => (TEXT, TOUCH),
+            Request::Meta(m) => (META, meta(m)),
+            _ => (TEXT, OTHER),
         };
-        Some(Probe::start(cx, series, out, &|| text_key(req)))
+        Some(Probe::start(cx, w, base, kind, out, &|| text_key(req)))
     }
 
     /// A probe for a decoded binary request whose value is `value_len` bytes.
     #[inline]
     pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'r>, value_len: usize, out: &Out) -> Option<Self> {
-        if !cx.server.observe.any {
-            return None;
-        }
+        let w = cx.obs?;
         let (offset, key, stored) = match *req {
             BinRequest::Get {
                 key,
@@ -130,19 +126,23 @@ impl<'r> Probe<'r> {
             BinRequest::Arith { key, incr, .. } => (if incr { INCR } else { DECR }, key, 0),
             _ => (OTHER, &[][..], 0),
         };
-        Some(Probe::start(cx, BINARY + offset, out, &|| {
+        Some(Probe::start(cx, w, BINARY, offset, out, &|| {
             (Key::One(key), stored)
         }))
     }
 
     #[inline(always)]
-    fn start(cx: &Ctx<'_>, series: usize, out: &Out, key: &dyn Fn() -> (Key<'r>, usize)) -> Self {
-        let obs = &cx.server.observe;
-        let read = latency::is_read(series - series_base(series));
-        let sampled = obs.hotkeys
-            && series - series_base(series) != OTHER
-            && worker(cx).is_some_and(|w| w.hotkeys.sampled());
-        let keep = (sampled || obs.slowlog_on).then(|| {
+    fn start(
+        cx: &Ctx<'_>,
+        w: &WorkerObs,
+        base: usize,
+        kind: usize,
+        out: &Out,
+        key: &dyn Fn() -> (Key<'r>, usize),
+    ) -> Self {
+        let read = latency::is_read(kind);
+        let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
+        let keep = (sampled || w.slowlog_on).then(|| {
             let (key, stored) = key();
             Keep {
                 key,
@@ -152,8 +152,8 @@ impl<'r> Probe<'r> {
             }
         });
         Probe {
-            start: if obs.timed { obs.ticks.now() } else { 0 },
-            series,
+            start: if w.timed { w.ticks.now() } else { 0 },
+            series: base + kind,
             hits: if read { hits(cx) } else { NOT_READ },
             keep,
         }
@@ -165,17 +165,16 @@ impl<'r> Probe<'r> {
         if *flow == Flow::Suspend {
             return;
         }
-        let obs = &cx.server.observe;
-        let Some(w) = worker(cx) else { return };
+        let Some(w) = cx.obs else { return };
         let mut series = self.series;
         let read = self.hits != NOT_READ;
         if read {
             series += usize::from(hits(cx) == self.hits);
         }
         let mut ns = 0;
-        if obs.timed {
-            ns = obs.ticks.ns(self.start, obs.ticks.now());
-            if obs.latency {
+        if w.timed {
+            ns = w.ticks.ns(self.start, w.ticks.now());
+            if w.latency {
                 w.latencies.record(series, ns);
             }
         }
@@ -236,24 +235,6 @@ fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
 fn hits(cx: &Ctx<'_>) -> u64 {
     let c = cx.counters;
     c.get_hits.get().wrapping_add(c.touch_hits.get())
-}
-
-/// Where the protocol of `series` starts.
-#[inline]
-fn series_base(series: usize) -> usize {
-    if series >= BINARY {
-        BINARY
-    } else if series >= META {
-        META
-    } else {
-        TEXT
-    }
-}
-
-/// The worker's recorders.
-#[inline]
-fn worker<'a>(cx: &Ctx<'a>) -> Option<&'a WorkerObs> {
-    cx.server.observe.workers.get(cx.worker)
 }
 
 #[inline]

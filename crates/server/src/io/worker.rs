@@ -49,6 +49,11 @@ impl Worker {
             counters: &server.counters[self.id],
             worker: self.id,
             fd: Cell::new(-1),
+            obs: server
+                .observe
+                .any
+                .then(|| server.observe.workers.get(self.id))
+                .flatten(),
         }
     }
 }
