@@ -202,17 +202,7 @@ pub fn main(a: CompareArgs) -> anyhow::Result<()> {
     let mut cmds: Vec<(String, String)> = a
         .server_cmds
         .iter()
-        .map(|c| match c.split_once('=') {
-            Some((name, cmd))
-                if !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') =>
-            {
-                (name.to_string(), cmd.to_string())
-            }
-            _ => (String::new(), c.clone()),
-        })
+        .map(|c| split_name(c))
         .map(|(name, c)| {
             if name.is_empty() {
                 (default_name(&c), c)
@@ -328,6 +318,23 @@ fn same_workers(cmds: &[(String, String)], threads: &[Option<u32>]) -> anyhow::R
 }
 
 /// A command's program name: `/usr/bin/memcached -p 1` → `memcached`.
+/// `NAME=COMMAND` into its name and command; a command with no such prefix has an
+/// empty name. A name is letters, digits, `_`, `.` and `-` (`memcrab-uring=...`).
+fn split_name(c: &str) -> (String, String) {
+    match c.split_once('=') {
+        Some((name, cmd))
+            if !name.is_empty()
+                && !name.starts_with('-')
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) =>
+        {
+            (name.to_string(), cmd.to_string())
+        }
+        _ => (String::new(), c.to_string()),
+    }
+}
+
 fn default_name(cmd: &str) -> String {
     cmd.split_whitespace()
         .next()
@@ -421,4 +428,26 @@ fn json(
         esc(workload),
         servers.join(",")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_name;
+
+    #[test]
+    fn server_names_may_hold_dashes() {
+        let cmd = "memcrab -u nobody -p {port}";
+        assert_eq!(
+            split_name(&format!("memcrab-uring={cmd}")),
+            ("memcrab-uring".to_string(), cmd.to_string())
+        );
+        assert_eq!(
+            split_name(&format!("memcached={cmd}")),
+            ("memcached".to_string(), cmd.to_string())
+        );
+        assert_eq!(split_name(cmd), (String::new(), cmd.to_string()));
+        // An option's `=` is not a name.
+        let opt = "memcrab -o io=uring";
+        assert_eq!(split_name(opt), (String::new(), opt.to_string()));
+    }
 }
