@@ -123,6 +123,13 @@ pub const AVOIDED: &[Avoided] = &[
               the reply shows `E`'s unique where the item keeps a counter one",
     },
     Avoided {
+        what: "`ms` with `E` and an opaque over 32 bytes",
+        why: "a memcached 1.6.45 bug: process_mset_command has taken `E`'s unique for \
+              the connection before it refuses the opaque, and leaves it there, so the \
+              connection's next store gets that unique instead of a new one (and the \
+              allocated item is never freed); memcrab forgets a refused request",
+    },
+    Avoided {
         what: "a delayed flush_all after an immediate one",
         why: "a documented difference: memcached forgets the immediate flush; delayed \
               flushes are only sent before any immediate one",

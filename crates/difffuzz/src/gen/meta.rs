@@ -156,7 +156,11 @@ impl Gen {
                     ])
                     .to_string(),
                 )),
-                2 => out.push(Flag::Text(format!("O{}", self.opaque(true)))),
+                // Without `E` (see AVOIDED).
+                2 => {
+                    out.retain(|f| !matches!(f, Flag::Text(t) if t.starts_with('E')));
+                    out.push(Flag::Text(format!("O{}", self.opaque(true))));
+                }
                 3 => {
                     let f = *self.pick(&["N", "T", "R", "F", "C", "J", "D"]);
                     let today = self.cfg.today;

@@ -92,7 +92,14 @@ impl Gen {
                 0 => key = self.long_key(),
                 1 => flags = self.bad_client_flags(),
                 2 => ttl = self.bad_ttl(),
-                3 => len = self.bad_len(n),
+                3 => {
+                    len = self.bad_len(n);
+                    // 1.6.45's tokenizer skips an empty token, so `cas`'s unique
+                    // (each server's own) would be read as the length.
+                    if cmd == "cas" && len.is_empty() {
+                        len = "abc".to_string();
+                    }
+                }
                 4 if cmd == "cas" => cas = vec![lit(self.bad_cas_token().into_bytes())],
                 5 => extra = Some(self.pick(&["noreply", "x", "0"]).to_string()),
                 6 => missing = true,
@@ -370,7 +377,9 @@ impl Gen {
                     &b"quit now\r\n"[..],
                     b"verbosity\r\n",
                     b"stats nonsense\r\n",
-                    b"flush_all 1 2 3\r\n",
+                    // 1.6.45 reads `flush_all 1 2 3` as a flush in one second: an
+                    // unparsable delay is the junk that flushes nothing.
+                    b"flush_all x 2 3\r\n",
                 ])
                 .to_vec(),
             _ => {
