@@ -72,6 +72,10 @@ struct Live {
     stalled: bool,
 }
 
+/// Throwaway connections [`Target::scrub`] opens at once: more than the free
+/// descriptors below a closed one can be (a round has at most a few connections).
+const SCRUB_CONNS: usize = 8;
+
 /// One server: its address, its connections and the CAS uniques it has returned.
 pub struct Target {
     addr: SocketAddr,
@@ -205,12 +209,40 @@ impl Target {
             }
             self.pump(round, None, deadline);
         };
-        let bytes = self.conns[conn]
-            .take()
-            .map(|l| l.buf[l.start..].to_vec())
-            .unwrap_or_default();
+        let gone = self.conns[conn].take();
+        if end == End::Closed && gone.as_ref().is_some_and(|l| l.proto == Proto::Binary) {
+            self.scrub();
+        }
+        let bytes = gone.map(|l| l.buf[l.start..].to_vec()).unwrap_or_default();
         reply.segs.push(SegReply { bytes, end });
         false
+    }
+
+    /// After the server closed a binary connection: throwaway binary connections,
+    /// held open together so that they take the lowest free descriptors (the one
+    /// just closed among them), are each answered one NOOP. memcached keeps a
+    /// binary connection's last store unique (`c->cas`) until it reads the next
+    /// header, and a connection that later reuses the descriptor stores its first
+    /// text item under that unique again (see AVOIDED); reading a header clears it.
+    /// Both servers get the same.
+    fn scrub(&self) {
+        let mut held = Vec::new();
+        for _ in 0..SCRUB_CONNS {
+            let Ok(s) = TcpStream::connect_timeout(&self.addr, self.timeout) else {
+                break;
+            };
+            held.push(s);
+        }
+        let mut noop = [0u8; 24];
+        noop[0] = 0x80;
+        noop[1] = 0x0a;
+        for s in &mut held {
+            let _ = s.set_read_timeout(Some(self.timeout));
+            let mut reply = [0u8; 24];
+            if s.write_all(&noop).is_ok() {
+                let _ = s.read_exact(&mut reply);
+            }
+        }
     }
 
     /// Writes `bytes` on connection `i`, reading every connection meanwhile.

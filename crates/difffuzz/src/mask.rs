@@ -123,11 +123,21 @@ pub const AVOIDED: &[Avoided] = &[
               the reply shows `E`'s unique where the item keeps a counter one",
     },
     Avoided {
-        what: "`ms` with `E` and an opaque over 32 bytes",
+        what: "`ms` with `E` refused after its line was read",
         why: "a memcached 1.6.45 bug: process_mset_command has taken `E`'s unique for \
-              the connection before it refuses the opaque, and leaves it there, so the \
+              the connection before it refuses an opaque over 32 bytes or a bad data \
+              chunk, and leaves it there, so the \
               connection's next store gets that unique instead of a new one (and the \
               allocated item is never freed); memcrab forgets a refused request",
+    },
+    Avoided {
+        what: "a binary store as the last request before the server closes",
+        why: "a memcached 1.6.45 bug: a binary connection keeps its last store's unique \
+              (`c->cas`) until it reads the next header, a bad magic closes it before \
+              that, and the next text connection given the same file descriptor stores \
+              its first item under that unique again; a broken magic is sent after a \
+              NOOP, and after a server closes a binary connection a throwaway one \
+              (which takes the freed descriptor) is answered a NOOP",
     },
     Avoided {
         what: "a delayed flush_all after an immediate one",

@@ -131,6 +131,15 @@ impl Session {
         for (ci, cr) in round.conns.iter().enumerate() {
             let (a, b) = (&ra[ci], &rb[ci]);
             for (si, (sa, sb)) in a.segs.iter().zip(&b.segs).enumerate() {
+                // Every segment's raw replies, for reading a replayed trace.
+                if std::env::var_os("DIFFFUZZ_DEBUG").is_some() {
+                    eprintln!(
+                        "round {round_no} conn {} seg {si}\n  A {:?}\n  B {:?}",
+                        cr.conn,
+                        sa.bytes.escape_ascii().to_string(),
+                        sb.bytes.escape_ascii().to_string()
+                    );
+                }
                 let ma = mask(
                     &sa.bytes,
                     cr.proto,

@@ -173,7 +173,18 @@ impl Gen {
         let mut key = key;
         if bad {
             match self.rng.random_range(0..8) {
-                0 => h.magic = *self.pick(&[0x81u8, 0x00, b'g', 0x7f, 0xff]),
+                0 => {
+                    h.magic = *self.pick(&[0x81u8, 0x00, b'g', 0x7f, 0xff]);
+                    // A NOOP first (see AVOIDED): memcached clears a connection's
+                    // last unique when it reads a header, except one it closes on.
+                    let mut noop = vec![0u8; 24];
+                    noop[0] = 0x80;
+                    noop[1] = op::NOOP;
+                    let mut pieces = vec![lit(noop)];
+                    let name = format!("bin.{}", opcode_name(h.opcode));
+                    pieces.extend(self.packet(&h, &ext, &key, value));
+                    return Gen1::new(name, pieces, bad);
+                }
                 1 => ext = vec![0; *self.pick(&[1usize, 3, 4, 8, 12, 20, 21])],
                 2 => key = self.long_key(),
                 3 => key.clear(),

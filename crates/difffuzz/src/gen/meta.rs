@@ -340,8 +340,12 @@ impl Gen {
                 _ => {}
             }
         }
-        let mut pieces = self.meta_line("ms", &token, Some(len).filter(|l| !l.is_empty()), flags);
         let (mut block, bad_block) = self.data_block(value, bad, scope);
+        if bad_block {
+            // A refused data block after `E`: see AVOIDED.
+            flags.retain(|f| !matches!(f, Flag::Text(t) if t.starts_with('E')));
+        }
+        let mut pieces = self.meta_line("ms", &token, Some(len).filter(|l| !l.is_empty()), flags);
         pieces.append(&mut block);
         Gen1::new("meta.ms", pieces, bad || bad_block)
     }
