@@ -282,3 +282,25 @@ def test_good_connections_log_no_tls_error(kind, pki, tls_servers):
         assert errors(ports["plain"]) == before
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_btls_session_does_not_resume_on_mtls(kind, pki, tls_servers, tmp_path):
+    """A session made where no client certificate was asked for resumes there, and
+    never where one is required (that would skip the certificate)."""
+    _, ports = start(tls_servers, kind, pki, opts=f"ssl_ca_cert={pki.ca}")
+    sess = tmp_path / "btls-session.pem"
+
+    def s_client(port: int, *args: str) -> bytes:
+        r = subprocess.run(
+            ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile", str(pki.ca),
+             "-ign_eof", *args],
+            input=b"version\r\nquit\r\n", capture_output=True, timeout=10)
+        return r.stdout
+
+    first = s_client(ports["btls"], "-sess_out", str(sess))
+    assert re.search(rb"VERSION 1\.6\.\d+\r\n", first), first[-2000:]
+    again = s_client(ports["btls"], "-sess_in", str(sess))
+    assert b"Reused, TLSv1.3" in again, again[-2000:]
+    mutual = s_client(ports["mtls"], "-sess_in", str(sess))
+    assert b"Reused" not in mutual and b"VERSION" not in mutual, mutual[-2000:]
