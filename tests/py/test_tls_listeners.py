@@ -56,15 +56,31 @@ def errors(port: int) -> tuple[int, int]:
     return int(st["ssl_handshake_errors"]), int(st["ssl_proto_errors"])
 
 
-def start(tls_servers, kind: str, pki: Pki, opts: str = ""):
+def start(tls_servers, kind: str, pki: Pki, opts: str = "", metrics: bool = False):
     """A server with four listeners: notls: on -p (so the readiness check, a connect
-    and close, is no TLS failure), a TLS one without prefix, btls:, mtls:."""
-    ports = {"tls": free_port(), "btls": free_port(), "mtls": free_port()}
+    and close, is no TLS failure), a TLS one without prefix, btls:, mtls:; with
+    `metrics`, memcrab's /metrics too (ports["metrics"])."""
+    ports = dict(zip(("plain", "tls", "btls", "mtls", "metrics"), distinct_ports(5)))
+    if metrics:
+        opts = ",".join(o for o in (opts, f"metrics_listen=127.0.0.1:{ports['metrics']}") if o)
     listen = (f"notls:127.0.0.1,127.0.0.1:{ports['tls']},btls:127.0.0.1:{ports['btls']},"
               f"mtls:127.0.0.1:{ports['mtls']}")
-    server = tls_servers.start(kind, pki, listen=listen, opts=opts)
-    ports["plain"] = server.port
+    server = tls_servers.start(kind, pki, listen=listen, opts=opts, port=ports["plain"])
     return server, ports
+
+
+def distinct_ports(n: int) -> list[int]:
+    """`n` free loopback ports, all different (each held while the next is picked)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def served(port: int, ctx: ssl.SSLContext) -> bool:
@@ -304,3 +320,22 @@ def test_btls_session_does_not_resume_on_mtls(kind, pki, tls_servers, tmp_path):
     assert b"Reused, TLSv1.3" in again, again[-2000:]
     mutual = s_client(ports["mtls"], "-sess_in", str(sess))
     assert b"Reused" not in mutual and b"VERSION" not in mutual, mutual[-2000:]
+
+
+def test_metrics_serve_ssl_proto_errors(pki, tls_servers):
+    """memcrab only (/metrics): the series follows `stats ssl_proto_errors`."""
+    if not memcrab_only("memcrab"):
+        pytest.skip("memcrab's /metrics; MEMCRAB_BIN is memcached")
+    _, ports = start(tls_servers, "memcrab", pki, metrics=True)
+    with socket.create_connection(("127.0.0.1", ports["tls"]), timeout=TIMEOUT_SECS):
+        pass  # a port probe: one ssl_proto_errors
+    deadline = time.monotonic() + WATCH_SECS
+    while errors(ports["plain"])[1] != 1:
+        assert time.monotonic() < deadline, "the probe was not counted"
+        time.sleep(0.01)
+    with socket.create_connection(("127.0.0.1", ports["metrics"]), timeout=TIMEOUT_SECS) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        body = b""
+        while chunk := s.recv(65536):
+            body += chunk
+    assert b"\nmemcrab_tls_proto_errors_total 1\n" in body, body[-3000:]
