@@ -208,6 +208,22 @@ impl Hub {
         }
     }
 
+    /// `type=conntlserr fd=<fd> msg=<msg>`: a connection's TLS failed (memcached
+    /// 1.6.30's `LOGGER_CONNECTION_TLSERROR`, which its `ssl_read`/`ssl_write` log;
+    /// `msg` is OpenSSL's error text, or the socket error's).
+    #[cold]
+    pub fn conn_tls_error(&self, fd: i32, msg: &str) {
+        if self.wants(line::CONNEVENTS) {
+            self.emit(line::CONNEVENTS, &mut |out| {
+                out.extend_from_slice(b"type=conntlserr fd=");
+                out.extend_from_slice(itoa::Buffer::new().format(fd).as_bytes());
+                out.extend_from_slice(b" msg=");
+                out.extend_from_slice(msg.as_bytes());
+                out.push(b'\n');
+            });
+        }
+    }
+
     /// `type=conn_close` for a connection being closed.
     #[inline]
     pub fn conn_close(

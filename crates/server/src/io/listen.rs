@@ -1,6 +1,7 @@
 //! The acceptor thread: it polls the listening sockets (made by `net`), enforces
-//! `-c`, wraps connections of TLS listeners (`-Z`) in a TLS stream (`tls`; the
-//! handshake runs on the worker, in the connection's first reads), and hands each
+//! `-c`, wraps connections of TLS listeners (`-Z`; `-l btls:`/`mtls:` choose how
+//! client certificates are asked) in a TLS stream (`tls`; the handshake runs on
+//! the worker, in the connection's first reads), and hands each
 //! new connection to a worker in turn (`handoff`).
 
 use std::io;
@@ -63,7 +64,9 @@ pub fn accept_loop(
             let Some(l) = listeners.get(i) else { continue };
             let listen_addr = l.local_addr_text();
             let tls = match l {
-                Listener::Tcp { tls: true, .. } => server.tls.as_ref(),
+                Listener::Tcp {
+                    tls: Some(auth), ..
+                } => server.tls.as_ref().map(|t| (t, *auth)),
                 _ => None,
             };
             loop {
@@ -98,15 +101,17 @@ pub fn accept_loop(
                     continue;
                 }
                 let stream = match (tls, stream) {
-                    (Some(tls), Stream::Tcp(tcp)) => match TlsStream::accept(tls, tcp) {
-                        Ok(t) => Stream::Tls(Box::new(t)),
-                        Err(e) => {
-                            if server.verbosity.load(Ordering::Relaxed) > 0 {
-                                eprintln!("memcrab: TLS accept failed: {e}");
+                    (Some((tls, auth)), Stream::Tcp(tcp)) => {
+                        match TlsStream::accept(tls, auth, tcp, &server.watch) {
+                            Ok(t) => Stream::Tls(Box::new(t)),
+                            Err(e) => {
+                                if server.verbosity.load(Ordering::Relaxed) > 0 {
+                                    eprintln!("memcrab: TLS accept failed: {e}");
+                                }
+                                continue;
                             }
-                            continue;
                         }
-                    },
+                    }
                     (_, plain) => plain,
                 };
                 server.curr_connections.fetch_add(1, Ordering::Relaxed);

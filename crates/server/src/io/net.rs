@@ -11,7 +11,9 @@ use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
 
 use crate::io::tls::TlsStream;
-use crate::startup::settings::{Settings, NOTLS_PREFIX};
+use crate::startup::service::{Failure, EX_OSERR};
+use crate::startup::settings::{ListenPrefix, Settings};
+use crate::startup::tls::ClientAuth;
 
 /// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
 /// the kernel grants; Linux caps it at net.core.wmem_max).
@@ -103,10 +105,11 @@ impl Stream {
 
 /// A listening socket the acceptor polls.
 pub enum Listener {
-    /// `tls`: its connections speak TLS (`-Z`, and not `-l notls:`).
+    /// `tls`: its connections speak TLS (`-Z`, and not `-l notls:`), asking client
+    /// certificates as the listener's kind says (`-l btls:`, `-l mtls:`).
     Tcp {
         sock: mio::net::TcpListener,
-        tls: bool,
+        tls: Option<ClientAuth>,
     },
     Unix(mio::net::UnixListener),
 }
@@ -198,7 +201,8 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
     }
     let mut out = Vec::new();
     for l in &s.listen {
-        let (plain, l) = split_notls(l);
+        let (prefix, l) = ListenPrefix::split(l);
+        let tls = listener_tls(s, prefix)?;
         for addr in parse_listen(l, s.port)? {
             let sock = new_socket(&addr, Type::STREAM)?;
             sock.bind(&addr.into())
@@ -208,20 +212,38 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
             let std_listener: std::net::TcpListener = sock.into();
             out.push(Listener::Tcp {
                 sock: mio::net::TcpListener::from_std(std_listener),
-                tls: s.tls.enabled && !plain,
+                tls,
             });
         }
     }
     Ok(out)
 }
 
-/// Splits memcached's `notls:` prefix off a `-l` entry: (whether it had it, the
-/// address). As memcached, the prefix and the one character after it go.
-pub fn split_notls(entry: &str) -> (bool, &str) {
-    match entry.strip_prefix(NOTLS_PREFIX) {
-        Some(rest) => (true, rest.get(1..).unwrap_or("")),
-        None => (false, entry),
+/// The TLS kind of a listener whose `-l` entry has `prefix` (`None`: plain). Without
+/// `-Z` a prefix stops startup as memcached's `server_sockets` does (for TCP and for
+/// UDP): its message, then its caller's `failed to listen on one of interface(s)
+/// <the -l list>: Success` (errno is 0), exit status 71.
+fn listener_tls(s: &Settings, prefix: Option<ListenPrefix>) -> anyhow::Result<Option<ClientAuth>> {
+    if !s.tls.enabled {
+        return match prefix {
+            None => Ok(None),
+            Some(p) => Err(Failure {
+                code: EX_OSERR,
+                msg: format!(
+                    "{}\nfailed to listen on one of interface(s) {}: Success",
+                    p.without_tls_message(),
+                    s.listen.join(",")
+                ),
+            }
+            .into()),
+        };
     }
+    Ok(match prefix {
+        None => Some(ClientAuth::Default),
+        Some(ListenPrefix::NoTls) => None,
+        Some(ListenPrefix::Btls) => Some(ClientAuth::Basic),
+        Some(ListenPrefix::Mtls) => Some(ClientAuth::Mutual),
+    })
 }
 
 /// `host`, `host:port`, `[v6]`, `[v6]:port`, `*` (every interface), as memcached's
@@ -275,7 +297,9 @@ pub fn bind_udp(s: &Settings) -> anyhow::Result<Vec<std::net::UdpSocket>> {
     }
     let mut out = Vec::new();
     for l in &s.listen {
-        for addr in parse_listen(split_notls(l).1, s.udp_port)? {
+        let (prefix, l) = ListenPrefix::split(l);
+        listener_tls(s, prefix)?;
+        for addr in parse_listen(l, s.udp_port)? {
             let sock = new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);

@@ -29,7 +29,7 @@ use rustls::{
 };
 
 use crate::startup::settings::TlsSettings;
-use crate::startup::tls::Tls;
+use crate::startup::tls::{ClientAuth, Mode, Tls};
 
 /// memcached's exit status for unusable TLS settings (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;
@@ -53,34 +53,55 @@ pub fn start(t: &TlsSettings, tcp_port: u16, verbose: bool) -> Result<Option<Arc
         return Err("Kernel TLS offload is not available".into());
     }
     let new_sessions = Arc::new(AtomicU64::new(0));
-    let (ticketer, sessions): (
-        Arc<dyn rustls::server::ProducesTickets>,
-        Arc<dyn StoresServerSessions>,
-    ) = if t.session_cache {
-        // Stateful resumption for every version: no tickets, a server-side cache.
-        let cache = CountingCache {
-            inner: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
-            new_sessions: Arc::clone(&new_sessions),
-        };
-        (Arc::new(NoTickets), Arc::new(cache))
-    } else {
-        // As OpenSSL's default (memcached without ssl_session_cache): stateless
-        // tickets, no server-side cache.
-        let ticketer = ring::Ticketer::new().map_err(|e| format!("TLS ticketer: {e}"))?;
-        (ticketer, Arc::new(NoServerSessionStorage {}))
-    };
-    let config = build_config(t, &ticketer, &sessions)?;
+    let mut modes = Vec::with_capacity(ClientAuth::ALL.len());
+    for auth in ClientAuth::ALL {
+        let (ticketer, sessions) = resumption(t.session_cache, &new_sessions)?;
+        let config = build_config(t, auth, &ticketer, &sessions)?;
+        modes.push(Mode {
+            config: Mutex::new(config),
+            ticketer,
+            sessions,
+        });
+    }
+    let modes: [Mode; 3] = modes
+        .try_into()
+        .map_err(|_| "TLS: one configuration per kind of listener".to_string())?;
     Ok(Some(Arc::new(Tls {
         verbose,
         wbuf_size: (t.wbuf_size as usize).max(1024),
         session_cache: t.session_cache,
-        config: Mutex::new(config),
-        ticketer,
-        sessions,
+        modes,
         handshake_errors: AtomicU64::new(0),
+        proto_errors: AtomicU64::new(0),
         new_sessions,
         refreshed: Mutex::new(Instant::now()),
     })))
+}
+
+/// Session resumption for one kind of listener: with `ssl_session_cache`, a
+/// server-side cache counted in `new_sessions` (no tickets); else stateless tickets
+/// and no cache, as OpenSSL's default.
+#[allow(clippy::type_complexity)]
+fn resumption(
+    session_cache: bool,
+    new_sessions: &Arc<AtomicU64>,
+) -> Result<
+    (
+        Arc<dyn rustls::server::ProducesTickets>,
+        Arc<dyn StoresServerSessions>,
+    ),
+    String,
+> {
+    if session_cache {
+        let cache = CountingCache {
+            inner: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
+            new_sessions: Arc::clone(new_sessions),
+        };
+        Ok((Arc::new(NoTickets), Arc::new(cache)))
+    } else {
+        let ticketer = ring::Ticketer::new().map_err(|e| format!("TLS ticketer: {e}"))?;
+        Ok((ticketer, Arc::new(NoServerSessionStorage {})))
+    }
 }
 
 /// Reloads the certificate chain, key and CA file (memcached's `refresh_certs`) as
@@ -91,16 +112,24 @@ pub fn reload_certs(tls: Option<&Tls>, t: &TlsSettings) -> Result<(), String> {
     let Some(tls) = tls else {
         return Err("Error TLS not enabled".into());
     };
-    let config = build_config(t, &tls.ticketer, &tls.sessions)?;
-    *tls.config.lock() = config;
+    // All three or none: build every kind's configuration before swapping any.
+    let mut configs = Vec::with_capacity(tls.modes.len());
+    for (auth, mode) in ClientAuth::ALL.into_iter().zip(&tls.modes) {
+        configs.push(build_config(t, auth, &mode.ticketer, &mode.sessions)?);
+    }
+    for (mode, config) in tls.modes.iter().zip(configs) {
+        *mode.config.lock() = config;
+    }
     *tls.refreshed.lock() = Instant::now();
     Ok(())
 }
 
-/// The rustls configuration for these options, certificates loaded from their
-/// files; errors are memcached's (`load_server_certificates`, `ssl_init`).
+/// The rustls configuration for these options and a listener of kind `auth`,
+/// certificates loaded from their files; errors are memcached's
+/// (`load_server_certificates`, `ssl_init`).
 fn build_config(
     t: &TlsSettings,
+    auth: ClientAuth,
     ticketer: &Arc<dyn rustls::server::ProducesTickets>,
     sessions: &Arc<dyn StoresServerSessions>,
 ) -> Result<Arc<ServerConfig>, String> {
@@ -142,7 +171,7 @@ fn build_config(
     // memcached checks the key against the certificate before it loads the CA file.
     rustls::sign::CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider)
         .map_err(|e| format!("Error loading the key: {key_path} : {}", key_error(&e)))?;
-    let verifier = client_verifier(t, &provider)?;
+    let verifier = client_verifier(t, auth.verify_mode(t.verify_mode), &provider)?;
     let mut config = builder
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
@@ -204,11 +233,12 @@ fn pem_error(e: rustls::pki_types::pem::Error) -> String {
     }
 }
 
-/// `ssl_verify_mode` over `ssl_ca_cert`: 0 asks for no certificate; 1 asks, and
-/// checks one if sent; 2 and 3 require one (3, "once", differs from 2 only on
-/// renegotiation, which TLS here never does).
+/// `verify_mode` (`ssl_verify_mode`, or a listener prefix's) over `ssl_ca_cert`:
+/// 0 asks for no certificate; 1 asks, and checks one if sent; 2 and 3 require one
+/// (3, "once", differs from 2 only on renegotiation, which TLS here never does).
 fn client_verifier(
     t: &TlsSettings,
+    verify_mode: u8,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, String> {
     // memcached loads the CA file whenever one is named, whatever the mode.
@@ -228,10 +258,10 @@ fn client_verifier(
         }
         None => None,
     };
-    if t.verify_mode == 0 {
+    if verify_mode == 0 {
         return Ok(WebPkiClientVerifier::no_client_auth());
     }
-    let mandatory = t.verify_mode >= 2;
+    let mandatory = verify_mode >= 2;
     let Some(roots) = roots else {
         // As OpenSSL with no verify locations: every client certificate fails.
         return Ok(Arc::new(NoTrustedCa {

@@ -1,8 +1,9 @@
 //! The TLS state (`-Z`) that every TLS connection is made from, shared by the
 //! acceptor, `stats` and the reloaders: the rustls configuration that
 //! `startup/certs.rs` builds from memcached's `ssl_*` options (and rebuilds on
-//! `refresh_certs` and SIGHUP), and the `ssl_*` statistics. The encrypted stream
-//! itself is the transport's (`io/tls.rs`).
+//! `refresh_certs` and SIGHUP), one per kind of TLS listener ([`ClientAuth`]:
+//! `-l btls:` and `-l mtls:` override `ssl_verify_mode`), and the `ssl_*`
+//! statistics. The encrypted stream itself is the transport's (`io/tls.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,46 @@ use parking_lot::Mutex;
 use rustls::server::StoresServerSessions;
 use rustls::ServerConfig;
 
+/// How a TLS listener treats client certificates: memcached 1.6.30's `-l`
+/// prefixes (`MC_SSL_ENABLED_DEFAULT`, `_NOPEER`, `_PEER` in its `tls.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No prefix: as `ssl_verify_mode` says.
+    Default,
+    /// `btls:`: no client certificate is asked for, whatever `ssl_verify_mode` says.
+    Basic,
+    /// `mtls:`: a client certificate is required and checked against `ssl_ca_cert`
+    /// (without one, every certificate fails, as OpenSSL with no trust store).
+    Mutual,
+}
+
+impl ClientAuth {
+    pub const ALL: [ClientAuth; 3] = [ClientAuth::Default, ClientAuth::Basic, ClientAuth::Mutual];
+
+    /// The `ssl_verify_mode` a listener of this kind runs with.
+    pub fn verify_mode(self, configured: u8) -> u8 {
+        match self {
+            ClientAuth::Default => configured,
+            ClientAuth::Basic => 0,
+            // SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, memcached's mode 2.
+            ClientAuth::Mutual => 2,
+        }
+    }
+}
+
+/// One kind of listener's TLS state.
+pub(crate) struct Mode {
+    /// The configuration new connections get. Replaced whole by [`reload_certs`];
+    /// taken for an Arc clone at each TLS accept and for the swap. Open connections
+    /// hold their own Arc, so they keep the certificates they started with.
+    pub(crate) config: Mutex<Arc<ServerConfig>>,
+    /// Kept across reloads, so tickets and cached sessions survive a rotation. Each
+    /// kind has its own: a session made where no client certificate was asked for
+    /// must not resume where one is required.
+    pub(crate) ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    pub(crate) sessions: Arc<dyn StoresServerSessions>,
+}
+
 /// The TLS state shared by the acceptor (which wraps new connections), `stats` and
 /// the reloaders.
 pub struct Tls {
@@ -20,15 +61,13 @@ pub struct Tls {
     pub(crate) wbuf_size: usize,
     /// `ssl_session_cache`: sessions are cached here (and counted).
     pub(crate) session_cache: bool,
-    /// The configuration new connections get. Replaced whole by [`reload_certs`];
-    /// taken for an Arc clone at each TLS accept and for the swap. Open connections
-    /// hold their own Arc, so they keep the certificates they started with.
-    pub(crate) config: Mutex<Arc<ServerConfig>>,
-    /// Kept across reloads, so tickets and cached sessions survive a rotation.
-    pub(crate) ticketer: Arc<dyn rustls::server::ProducesTickets>,
-    pub(crate) sessions: Arc<dyn StoresServerSessions>,
-    /// Failed handshakes (Relaxed: a statistic).
+    /// Indexed by [`ClientAuth`] (`Default`, `Basic`, `Mutual`).
+    pub(crate) modes: [Mode; 3],
+    /// Refused ClientHellos (Relaxed: a statistic).
     pub(crate) handshake_errors: AtomicU64,
+    /// Every other TLS failure of a connection, `ssl_proto_errors` (Relaxed: a
+    /// statistic).
+    pub(crate) proto_errors: AtomicU64,
     /// Sessions put in the `ssl_session_cache` (Relaxed: a statistic).
     pub(crate) new_sessions: Arc<AtomicU64>,
     /// When the certificates were last loaded; taken by reloads and `stats`.
@@ -36,9 +75,10 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// The configuration new connections get now (the certificates last loaded).
-    pub fn config(&self) -> Arc<ServerConfig> {
-        Arc::clone(&self.config.lock())
+    /// The configuration a new connection of a listener of kind `auth` gets now
+    /// (the certificates last loaded).
+    pub fn config(&self, auth: ClientAuth) -> Arc<ServerConfig> {
+        Arc::clone(&self.modes[auth as usize].config.lock())
     }
 
     /// Plaintext bytes encrypted per write (`ssl_wbuf_size`, at least 1 KiB).
@@ -46,19 +86,29 @@ impl Tls {
         self.wbuf_size
     }
 
-    /// Counts a failed handshake (`ssl_handshake_errors`), and under `-v` says
-    /// with whom and why.
-    pub fn handshake_failed(&self, tcp: &mio::net::TcpStream, why: &dyn std::fmt::Display) {
-        self.handshake_errors.fetch_add(1, Ordering::Relaxed);
+    /// Counts a failed connection: a refused ClientHello in `ssl_handshake_errors`
+    /// (`handshake`), anything else in `ssl_proto_errors`; under `-v`, says with
+    /// whom and why.
+    pub fn failed(&self, handshake: bool, tcp: &mio::net::TcpStream, why: &dyn std::fmt::Display) {
+        if handshake {
+            self.handshake_errors.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.proto_errors.fetch_add(1, Ordering::Relaxed);
+        }
         if self.verbose {
             let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-            eprintln!("memcrab: TLS handshake with {peer} failed: {why}");
+            eprintln!("memcrab: TLS with {peer} failed: {why}");
         }
     }
 
     /// `ssl_handshake_errors`.
     pub fn handshake_errors(&self) -> u64 {
         self.handshake_errors.load(Ordering::Relaxed)
+    }
+
+    /// `ssl_proto_errors`.
+    pub fn proto_errors(&self) -> u64 {
+        self.proto_errors.load(Ordering::Relaxed)
     }
 
     /// `ssl_new_sessions`, with `ssl_session_cache` only.

@@ -78,7 +78,8 @@ pub const MEMCRAB_GENERAL: &[(&str, &str, Kind, &str)] = &[
     ("evicted_unfetched", "memcrab_items_evicted_unfetched_total", C, "Items evicted before they were ever read (stats evicted_unfetched)."),
     ("evicted_active", "memcrab_items_evicted_active_total", C, "Items evicted although read recently (stats evicted_active)."),
     ("ssl_new_sessions", "memcrab_tls_new_sessions_total", C, "TLS sessions started, with -o ssl_session_cache (stats ssl_new_sessions)."),
-    ("ssl_handshake_errors", "memcrab_tls_handshake_errors_total", C, "Failed TLS handshakes (stats ssl_handshake_errors)."),
+    ("ssl_handshake_errors", "memcrab_tls_handshake_errors_total", C, "Refused TLS ClientHellos (stats ssl_handshake_errors)."),
+    ("ssl_proto_errors", "memcrab_tls_proto_errors_total", C, "Other TLS failures of connections: refused client certificates, corrupt records, the peer gone mid-handshake (stats ssl_proto_errors)."),
     ("time_since_server_cert_refresh", "memcrab_tls_seconds_since_cert_refresh", G, "Seconds since the certificate was (re)loaded (stats time_since_server_cert_refresh)."),
     ("active_slabs", "memcrab_active_slabs", G, "Size classes with memory (stats slabs active_slabs)."),
 ];

@@ -321,9 +321,43 @@ impl TlsSettings {
     }
 }
 
-/// The `-l` prefix that keeps one listener plain under `-Z`. As memcached's
-/// `server_sockets`, the prefix and the one character after it are skipped.
-pub const NOTLS_PREFIX: &str = "notls";
+/// memcached's per-listener TLS prefixes on a `-l` entry (1.6.30), valid with `-Z`
+/// only: `notls:` keeps the listener plain, `btls:` asks no client certificate,
+/// `mtls:` requires one (`startup/tls.rs`'s `ClientAuth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenPrefix {
+    NoTls,
+    Btls,
+    Mtls,
+}
+
+impl ListenPrefix {
+    /// Splits a prefix off a `-l` entry. As memcached's `server_sockets`, the
+    /// prefix is matched at the entry's start, and it and the one character after
+    /// it (the `:`) are skipped.
+    pub fn split(entry: &str) -> (Option<ListenPrefix>, &str) {
+        for (name, prefix) in [
+            ("notls", ListenPrefix::NoTls),
+            ("btls", ListenPrefix::Btls),
+            ("mtls", ListenPrefix::Mtls),
+        ] {
+            if let Some(rest) = entry.strip_prefix(name) {
+                return (Some(prefix), rest.get(1..).unwrap_or(""));
+            }
+        }
+        (None, entry)
+    }
+
+    /// memcached 1.6.45's message for the prefix without `-Z`, byte for byte: it
+    /// names `mtls` as 'otls'.
+    pub fn without_tls_message(self) -> &'static str {
+        match self {
+            ListenPrefix::NoTls => "'notls' option is valid only when SSL is enabled",
+            ListenPrefix::Btls => "'btls' option is valid only when SSL is enabled",
+            ListenPrefix::Mtls => "'otls' option is valid only when SSL is enabled",
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

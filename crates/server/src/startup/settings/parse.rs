@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::tls::{tls_suboption, TLS_SUBOPTIONS};
-use super::{getopt, EngineKind, IoKind, Protocol, Settings, NOTLS_PREFIX};
+use super::{getopt, EngineKind, IoKind, Protocol, Settings};
 use crate::startup::auth::{Format, Users};
 
 /// What the command line asks for.
@@ -313,11 +313,10 @@ fn check_udp(s: &mut Settings, port_specified: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The rest of memcached's checks of flags that go together: `notls`, `-e`, `-I`.
+/// The rest of memcached's checks of flags that go together: `-e`, `-I`. (A `-l`
+/// TLS prefix without `-Z` fails later, where memcached's `server_sockets` fails
+/// it: `io/net.rs`'s `bind`.)
 fn check_consistency(s: &Settings) -> Result<(), String> {
-    if !s.tls.enabled && s.listen.iter().any(|l| l.starts_with(NOTLS_PREFIX)) {
-        return Err("'notls' option is valid only when SSL is enabled".into());
-    }
     if s.memory_file.is_some() && s.engine != EngineKind::Seg {
         return Err("-e: a memory file needs the segment engine (-o engine=seg)".into());
     }
@@ -490,7 +489,9 @@ pub fn usage() -> String {
                           this slow or slower enter the slow log (`stats slowlog`,
                           `watch slowlog`; default 0, off); slowlog_len=<n>: slow
                           log entries kept (default 128)
--Z, --enable-ssl          enable TLS on TCP listeners (-l notls:<addr> keeps one plain)
+-Z, --enable-ssl          enable TLS on TCP listeners; a -l entry's prefix 'notls:',
+                          'btls:' or 'mtls:' makes that listener plain, TLS asking no
+                          client certificate, or TLS requiring one (mtls:127.0.0.1:11212)
    - ssl_chain_cert:      certificate chain file in PEM format
    - ssl_key:             private key file (PEM, or DER with ssl_keyformat=2)
    - ssl_keyformat:       private key format: 1 PEM (default), 2 DER

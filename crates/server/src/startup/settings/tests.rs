@@ -166,14 +166,35 @@ fn tls_options() {
             &["-o", "ssl_wbuf_size=-1"],
             "could not parse argument to ssl_wbuf_size",
         ),
-        (
-            &["-l", "notls:127.0.0.1:1"],
-            "'notls' option is valid only when SSL is enabled",
-        ),
     ];
     for (args, want) in rows {
         assert_eq!(run(args).expect_err("must fail"), *want, "{args:?}");
     }
+    // A listener prefix without -Z parses; binding refuses it (io/net.rs).
+    let s = run(&["-l", "notls:127.0.0.1:1"]).expect("ok");
+    assert_eq!(s.listen, ["notls:127.0.0.1:1"]);
+}
+
+#[test]
+fn listen_prefixes() {
+    use super::ListenPrefix::{self, Btls, Mtls, NoTls};
+    let rows: &[(&str, Option<ListenPrefix>, &str)] = &[
+        ("127.0.0.1:11211", None, "127.0.0.1:11211"),
+        ("notls:127.0.0.1:1", Some(NoTls), "127.0.0.1:1"),
+        ("btls:127.0.0.1", Some(Btls), "127.0.0.1"),
+        ("mtls:[::1]:2", Some(Mtls), "[::1]:2"),
+        // As memcached: the prefix and any one character after it go.
+        ("mtls", Some(Mtls), ""),
+        ("btlsx127.0.0.1", Some(Btls), "127.0.0.1"),
+        ("tls:127.0.0.1", None, "tls:127.0.0.1"),
+    ];
+    for (entry, prefix, rest) in rows {
+        assert_eq!(ListenPrefix::split(entry), (*prefix, *rest), "{entry}");
+    }
+    assert_eq!(
+        Mtls.without_tls_message(),
+        "'otls' option is valid only when SSL is enabled"
+    );
 }
 
 #[test]
