@@ -69,7 +69,7 @@ use crate::io::{epoll, handoff, listen, net, udp, uring, worker};
 use crate::server::Server;
 use crate::startup::auth::Users;
 use crate::startup::settings::parse::{self, Command};
-use crate::startup::settings::{EngineKind, IoKind, Settings};
+use crate::startup::settings::{bind_port, EngineKind, IoKind, Settings};
 use crate::startup::tls::Tls;
 use crate::startup::{certs, service};
 
@@ -101,7 +101,11 @@ fn main() {
         }
     };
     // As memcached's ssl_init: unusable TLS settings stop startup with EX_USAGE.
-    let tls = match certs::start(&settings.tls, settings.port, settings.verbose > 0) {
+    let tls = match certs::start(
+        &settings.tls,
+        bind_port(settings.port),
+        settings.verbose > 0,
+    ) {
         Ok(t) => t,
         Err(msg) => {
             eprintln!("{msg}");

@@ -12,7 +12,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::io::tls::TlsStream;
 use crate::startup::service::{Failure, EX_OSERR};
-use crate::startup::settings::{ListenPrefix, Settings};
+use crate::startup::settings::{bind_port, ListenPrefix, Settings};
 use crate::startup::tls::ClientAuth;
 
 /// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
@@ -197,13 +197,17 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
         return Ok(Vec::new());
     }
     if s.port == 0 {
-        bail!("-p 0 disables TCP (as in memcached) and no -s unix socket was given: nothing to listen on");
+        // memcached starts all the same, listening on nothing.
+        eprintln!(
+            "memcrab: warning: -p 0 turns TCP off and no -U or -s was given: nothing to listen on"
+        );
+        return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for l in &s.listen {
         let (prefix, l) = ListenPrefix::split(l);
         let tls = listener_tls(s, prefix)?;
-        for addr in parse_listen(l, s.port)? {
+        for addr in parse_listen(l, bind_port(s.port))? {
             let sock = new_socket(&addr, Type::STREAM)?;
             sock.bind(&addr.into())
                 .with_context(|| format!("-l/-p: cannot bind {addr}"))?;
@@ -299,7 +303,7 @@ pub fn bind_udp(s: &Settings) -> anyhow::Result<Vec<std::net::UdpSocket>> {
     for l in &s.listen {
         let (prefix, l) = ListenPrefix::split(l);
         listener_tls(s, prefix)?;
-        for addr in parse_listen(l, s.udp_port)? {
+        for addr in parse_listen(l, bind_port(s.udp_port))? {
             let sock = new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);

@@ -71,13 +71,21 @@ impl EngineKind {
     }
 }
 
+/// The port to bind for a `-p`/`-U` value: -1 (ephemeral) binds port 0.
+pub fn bind_port(port: i32) -> u16 {
+    u16::try_from(port).unwrap_or(0)
+}
+
 /// Everything the command line decides.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub port: u16,
+    /// `-p`: the TCP port; 0 turns TCP off, -1 asks for an ephemeral port (as
+    /// memcached's `-p`, which `stats settings` prints as given).
+    pub port: i32,
     /// `-l`: addresses to listen on, each `host` or `host:port`.
     pub listen: Vec<String>,
-    pub udp_port: u16,
+    /// `-U`: the UDP port, 0 (off), or -1 (ephemeral), as `port`.
+    pub udp_port: i32,
     pub unix_socket: Option<String>,
     /// `-a`: permissions of the unix socket (octal on the command line).
     pub unix_mask: u32,

@@ -69,6 +69,17 @@ fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
         .map_err(|_| format!("{flag}: invalid number \"{v}\""))
 }
 
+/// A `-p`/`-U` port: 0 to 65535, or -1 for an ephemeral one (memcached's
+/// `server_socket` binds port 0 for it).
+fn port(flag: &str, v: &str) -> Result<i32, String> {
+    let p: i32 = num(flag, v)?;
+    if (-1..=i32::from(u16::MAX)).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{flag}: invalid number \"{v}\""))
+    }
+}
+
 /// A size with an optional k/m suffix, as memcached's `-I`.
 fn size(flag: &str, v: &str) -> Result<usize, String> {
     let v = v.trim();
@@ -128,10 +139,10 @@ fn apply(
     let flag = flag.as_str();
     match c {
         'p' => {
-            s.port = num(flag, &v)?;
+            s.port = port(flag, &v)?;
             given.port = true;
         }
-        'U' => s.udp_port = num(flag, &v)?,
+        'U' => s.udp_port = port(flag, &v)?,
         's' => s.unix_socket = Some(v),
         'a' => {
             s.unix_mask = u32::from_str_radix(v.trim(), 8)

@@ -218,3 +218,19 @@ fn errors_name_the_flag() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn ports_take_minus_one_for_ephemeral() {
+    let s = run(&["-p", "-1", "-U", "-1"]).expect("ok");
+    assert_eq!((s.port, s.udp_port), (-1, -1));
+    assert_eq!(super::bind_port(s.port), 0);
+    assert_eq!(super::bind_port(11211), 11211);
+    // `-U <n>` without `-p` serves TCP on the same port, -1 included.
+    assert_eq!(run(&["-U", "-1"]).expect("ok").port, -1);
+    for bad in ["-2", "65536", "x", ""] {
+        assert_eq!(
+            run(&["-p", bad]).expect_err("must fail"),
+            format!("-p: invalid number \"{bad}\"")
+        );
+    }
+}
