@@ -34,7 +34,7 @@ use crate::exec::binary::SaslState;
 use crate::exec::probe::Probe;
 use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
-use crate::server::Ctx;
+use crate::server::{ConnState, Ctx};
 use crate::startup::settings::{parse_config, Protocol, Settings};
 
 /// memcached's `try_read_command_asciiauth` closes a connection whose first line
@@ -156,6 +156,27 @@ impl Session {
     /// Keys of the current multi-get already answered (0 when none is suspended).
     pub fn resume(&self) -> usize {
         self.resume.keys
+    }
+
+    /// What the connection waits for, with `buffered` unserved (memcached's
+    /// connection states, for `stats conns`): a value after a complete line (or
+    /// binary header, extras and key), else a read.
+    pub fn waiting(&self, buffered: &[u8]) -> ConnState {
+        if self.swallow > 0 {
+            return ConnState::Swallow;
+        }
+        let whole = match self.proto {
+            Proto::Binary => buffered.get(..bin::HEADER_LEN).is_some_and(|h| {
+                let ahead = usize::from(u16::from_be_bytes([h[2], h[3]])) + usize::from(h[4]);
+                buffered.len() >= bin::HEADER_LEN + ahead
+            }),
+            _ => buffered.contains(&b'\n'),
+        };
+        if whole {
+            ConnState::Nread
+        } else {
+            ConnState::Read
+        }
     }
 
     /// Discards what `input` holds of a refused data block; returns the bytes used.

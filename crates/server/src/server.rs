@@ -9,7 +9,7 @@
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use memcrab_store::Engine;
@@ -51,6 +51,38 @@ pub struct ConnInfo {
     /// A TCP client's address (`watch connevents`' rip and rport); None for a unix
     /// socket client and for listeners.
     pub peer: Option<std::net::SocketAddr>,
+    /// What a client connection waits for, one of [`ConnState`]'s values, for
+    /// `stats conns` (which shows the asking connection as parsing). Written by the
+    /// owning worker when it waits for input; read by `stats conns` on any worker;
+    /// Relaxed, as it is informational.
+    pub state: AtomicU8,
+}
+
+/// A client connection's state in `stats conns`, named as memcached's
+/// `state_text` names its connection states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ConnState {
+    /// Accepted, nothing read yet.
+    NewCmd = 0,
+    /// Waiting to read a command (or the rest of one).
+    Read = 1,
+    /// A complete storage line (or binary header) waits for its value.
+    Nread = 2,
+    /// Discarding a refused value.
+    Swallow = 3,
+}
+
+impl ConnState {
+    pub fn name(v: u8) -> &'static str {
+        match v {
+            0 => "conn_new_cmd",
+            1 => "conn_read",
+            2 => "conn_nread",
+            3 => "conn_swallow",
+            _ => "conn_read",
+        }
+    }
 }
 
 pub struct Server {

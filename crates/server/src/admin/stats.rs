@@ -9,10 +9,18 @@ use std::sync::atomic::Ordering;
 use memcrab_store::{Stats, WalkCursor};
 
 use crate::admin::hotkeys::HotKeys;
-use crate::server::{Observe, Server};
+use crate::server::{ConnState, Observe, Server};
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
-pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut Vec<u8>) {
+/// `asker`: the asking connection's fd (-1 for none), which `stats conns` shows
+/// parsing its command.
+pub fn render(
+    server: &Server,
+    sub: Option<&[u8]>,
+    arg: Option<&[u8]>,
+    asker: i32,
+    out: &mut Vec<u8>,
+) {
     use memcrab_proto::text::reply;
     let _ = arg;
     match sub {
@@ -26,7 +34,7 @@ pub fn render(server: &Server, sub: Option<&[u8]>, arg: Option<&[u8]>, out: &mut
         Some(b"items") => items(server, out),
         Some(b"slabs") => slabs(server, out),
         Some(b"sizes") => sizes(server, out),
-        Some(b"conns") => conns(server, out),
+        Some(b"conns") => conns(server, asker, out),
         // memcrab's own: the request step's measurements (`Observe`).
         Some(sub @ (b"latency" | b"hotkeys" | b"slowlog")) => {
             measurements(&server.observe, sub, arg, out);
@@ -539,7 +547,7 @@ fn slabs(server: &Server, out: &mut Vec<u8>) {
     stat(out, "total_malloced", malloced);
 }
 
-fn conns(server: &Server, out: &mut Vec<u8>) {
+fn conns(server: &Server, asker: i32, out: &mut Vec<u8>) {
     let now = server.engine.clock().now();
     let conns = server.conns.lock();
     for (fd, info) in conns.iter() {
@@ -561,7 +569,12 @@ fn conns(server: &Server, out: &mut Vec<u8>) {
         match &info.listen_addr {
             Some(l) => {
                 put("listen_addr", l);
-                put("state", &"conn_parse_cmd");
+                let state = if *fd == asker {
+                    "conn_parse_cmd"
+                } else {
+                    ConnState::name(info.state.load(Ordering::Relaxed))
+                };
+                put("state", &state);
             }
             None => put("state", &"conn_listening"),
         }

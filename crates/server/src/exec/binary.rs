@@ -399,7 +399,7 @@ fn stat(h: &Header, key: &[u8], cx: &Ctx<'_>, out: &mut Vec<u8>) {
         bin::error(out, h, status::KEY_ENOENT);
         return;
     };
-    crate::admin::stats::render(cx.server, group, None, &mut text);
+    crate::admin::stats::render(cx.server, group, None, cx.fd.get(), &mut text);
     for line in text.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if let Some(kv) = line.strip_prefix(b"STAT ") {

@@ -92,7 +92,9 @@ pub fn execute(
             exptime,
             noreply,
         } => put(out, noreply, touch(key, exptime, cx)),
-        Request::Stats { sub, arg } => crate::admin::stats::render(cx.server, sub, arg, out),
+        Request::Stats { sub, arg } => {
+            crate::admin::stats::render(cx.server, sub, arg, cx.fd.get(), out)
+        }
         Request::FlushAll { delay, noreply } => {
             // memcached counts the command and checks -F before it reads the delay.
             let r: &[u8] = match delay {

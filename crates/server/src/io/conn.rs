@@ -93,6 +93,9 @@ pub struct Conn {
     watcher: Option<Watcher>,
     /// Why it closes, should it close now (`watch connevents`' `reason`).
     close_reason: CloseReason,
+    /// Some bytes were read (`stats conns`: a connection that has read nothing
+    /// waits for a new command, one that has waits for a read).
+    read_any: bool,
 }
 
 impl Conn {
@@ -113,6 +116,7 @@ impl Conn {
             session,
             watcher: None,
             close_reason: CloseReason::Error,
+            read_any: false,
         }
     }
 
@@ -169,7 +173,7 @@ impl Conn {
     /// A driver that receives without asking (io_uring) received `n` bytes: counted
     /// as read, and the connection is not idle, unless it is closing after `quit`
     /// (a reading driver would not read them).
-    pub fn received(&self, cx: &Ctx<'_>, n: usize) {
+    pub fn received(&mut self, cx: &Ctx<'_>, n: usize) {
         if !self.quit {
             self.note_read(cx, n);
         }
@@ -177,7 +181,8 @@ impl Conn {
 
     /// `n` bytes were read from the peer: counted, and the connection is not idle.
     #[inline]
-    fn note_read(&self, cx: &Ctx<'_>, n: usize) {
+    fn note_read(&mut self, cx: &Ctx<'_>, n: usize) {
+        self.read_any = true;
         cx.counters.bytes_read.add(n as u64);
         self.info
             .last_cmd
@@ -263,13 +268,26 @@ impl Conn {
                 };
             }
             if !self.may_read {
+                self.note_wait();
                 return Next::Wait;
             }
             match self.fill(wire, cx) {
                 Ok(true) => {}
-                Ok(false) => return Next::Wait,
+                Ok(false) => {
+                    self.note_wait();
+                    return Next::Wait;
+                }
                 Err(_) => return Next::Close,
             }
+        }
+    }
+
+    /// Waiting for input: says in `stats conns` what for (a connection that has
+    /// read nothing yet stays at its first state, a new command).
+    fn note_wait(&self) {
+        if self.read_any {
+            let state = self.session.waiting(&self.rbuf[self.rpos..self.rend]);
+            self.info.state.store(state as u8, Ordering::Relaxed);
         }
     }
 

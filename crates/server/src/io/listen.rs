@@ -5,7 +5,7 @@
 //! new connection to a worker in turn (`handoff`).
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::io::handoff::{NewConn, WAKE};
 use crate::io::net::{Listener, Stream};
 use crate::io::tls::TlsStream;
-use crate::server::{ConnInfo, Server};
+use crate::server::{ConnInfo, ConnState, Server};
 
 /// The acceptor thread's loop.
 pub fn accept_loop(
@@ -123,6 +123,7 @@ pub fn accept_loop(
                     listen_addr: Some(listen_addr.clone()),
                     last_cmd: AtomicU32::new(server.engine.clock().now()),
                     peer,
+                    state: AtomicU8::new(ConnState::NewCmd as u8),
                 });
                 server.conns.lock().insert(fd, Arc::clone(&info));
                 let (tx, waker) = &workers[next_worker % workers.len()];
@@ -150,6 +151,7 @@ pub fn register_listeners(server: &Server, listeners: &[Listener]) {
                 listen_addr: None,
                 last_cmd: AtomicU32::new(server.engine.clock().now()),
                 peer: None,
+                state: AtomicU8::new(ConnState::NewCmd as u8),
             }),
         );
     }

@@ -24,7 +24,7 @@ pub type Report = Vec<(String, String)>;
 /// spaces: `stats settings`' `inter`).
 pub fn report(server: &Server, sub: Option<&[u8]>) -> Report {
     let mut out = Vec::new();
-    stats::render(server, sub, None, &mut out);
+    stats::render(server, sub, None, -1, &mut out);
     parse_report(&out)
 }
 
