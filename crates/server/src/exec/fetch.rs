@@ -7,7 +7,7 @@
 //! miss.
 
 use memcrab_proto::text::watch::{self as line, GetStatus};
-use memcrab_store::{Fetch, GetOpts, Item};
+use memcrab_store::{Dead, Fetch, GetOpts, Item};
 
 use super::Seen;
 use crate::admin::prefix::Op;
@@ -25,7 +25,8 @@ pub enum Counts {
     /// `mg` with `T`: memcached sets `ttl_set` while it walks a hit's flags, so a hit
     /// is a touch and a miss a get miss.
     TouchIfHit,
-    /// No counters (`me`, whose `item_get` only `watch fetchers` sees).
+    /// Only `get_expired`/`get_flushed` (`me`, whose `item_get` counts nothing
+    /// else).
     WatchOnly,
 }
 
@@ -74,12 +75,17 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         mut show: impl FnMut(&Item<'_>) -> Visit,
     ) -> Fetch {
         let mut refused = false;
-        let mut visit = |it: &Item<'_>| match show(it) {
-            Visit::Shown => false,
-            Visit::Won => true,
-            Visit::Refused => {
-                refused = true;
-                false
+        // A created item's lookup met this dead item (counted as a miss's would be).
+        let mut replaced = None;
+        let mut visit = |it: &Item<'_>| {
+            replaced = it.replaced;
+            match show(it) {
+                Visit::Shown => false,
+                Visit::Won => true,
+                Visit::Refused => {
+                    refused = true;
+                    false
+                }
             }
         };
         // Two lookups, so that the usual one (nobody watches) does nothing for
@@ -91,32 +97,29 @@ impl<'c, 'a> Fetcher<'c, 'a> {
                 visit(&it)
             });
             if !refused {
-                self.count(key, found);
+                self.count(key, found, replaced);
                 report(self.cx, key, found, seen);
             }
             found
         } else {
             let found = self.cx.engine.get(key, opts, &mut |it| visit(&it));
             if !refused {
-                self.count(key, found);
+                self.count(key, found, replaced);
             }
             found
         }
     }
 
     /// memcached's counting for one lookup: `get_expired` or `get_flushed` when the
-    /// key held a dead item (`do_item_get`, whatever the command), then the command's
-    /// own counters and `stats detail`.
+    /// key held a dead item (`do_item_get`, whatever the command; `replaced` when the
+    /// lookup then created the item), then the command's own counters and `stats
+    /// detail`.
     #[inline]
-    fn count(&self, key: &[u8], found: Fetch) {
+    fn count(&self, key: &[u8], found: Fetch, replaced: Option<Dead>) {
         let cx = self.cx;
         let c = cx.counters;
+        super::count_dead(cx, found.dead().or(replaced));
         if self.counts != Counts::WatchOnly {
-            match found {
-                Fetch::Expired => c.get_expired.incr(),
-                Fetch::Flushed => c.get_flushed.incr(),
-                Fetch::Hit | Fetch::Miss => {}
-            }
             let touch = match self.counts {
                 Counts::Touch => true,
                 Counts::TouchIfHit => found == Fetch::Hit,
