@@ -7,7 +7,7 @@
 //! miss.
 
 use memcrab_proto::text::watch::{self as line, GetStatus};
-use memcrab_store::{Dead, Fetch, GetOpts, Item};
+use memcrab_store::{Fetch, GetOpts, Item};
 
 use super::Seen;
 use crate::admin::prefix::Op;
@@ -68,24 +68,52 @@ impl<'c, 'a> Fetcher<'c, 'a> {
 
     /// Looks `key` up with `opts`; `show` encodes a hit. Then counts the lookup.
     #[inline]
-    pub fn get(
+    pub fn get(&self, key: &[u8], opts: &GetOpts, show: impl FnMut(&Item<'_>) -> Visit) -> Fetch {
+        if opts.vivify.is_some() {
+            return self.get_vivifying(key, opts, show);
+        }
+        self.lookup(key, opts, show)
+    }
+
+    /// [`Fetcher::get`] for a lookup that may create the item (`mg N`): a dead item
+    /// met before the creation counts too (the visitor sees it in
+    /// [`Item::replaced`]), as memcached's `do_item_get` counted it before `mg`
+    /// allocated the new item. Apart, so that no other lookup pays for it.
+    #[cold]
+    #[inline(never)]
+    fn get_vivifying(
+        &self,
+        key: &[u8],
+        opts: &GetOpts,
+        mut show: impl FnMut(&Item<'_>) -> Visit,
+    ) -> Fetch {
+        let mut replaced = None;
+        let found = self.lookup(key, opts, |it| {
+            let visit = show(it);
+            if visit != Visit::Refused {
+                replaced = it.replaced;
+            }
+            visit
+        });
+        super::count_dead(self.cx, replaced);
+        found
+    }
+
+    /// The lookup and its counting ([`Fetcher::get`], without `mg N`'s extra).
+    #[inline]
+    fn lookup(
         &self,
         key: &[u8],
         opts: &GetOpts,
         mut show: impl FnMut(&Item<'_>) -> Visit,
     ) -> Fetch {
         let mut refused = false;
-        // A created item's lookup met this dead item (counted as a miss's would be).
-        let mut replaced = None;
-        let mut visit = |it: &Item<'_>| {
-            replaced = it.replaced;
-            match show(it) {
-                Visit::Shown => false,
-                Visit::Won => true,
-                Visit::Refused => {
-                    refused = true;
-                    false
-                }
+        let mut visit = |it: &Item<'_>| match show(it) {
+            Visit::Shown => false,
+            Visit::Won => true,
+            Visit::Refused => {
+                refused = true;
+                false
             }
         };
         // Two lookups, so that the usual one (nobody watches) does nothing for
@@ -97,28 +125,30 @@ impl<'c, 'a> Fetcher<'c, 'a> {
                 visit(&it)
             });
             if !refused {
-                self.count(key, found, replaced);
+                self.count(key, found);
                 report(self.cx, key, found, seen);
             }
             found
         } else {
             let found = self.cx.engine.get(key, opts, &mut |it| visit(&it));
             if !refused {
-                self.count(key, found, replaced);
+                self.count(key, found);
             }
             found
         }
     }
 
     /// memcached's counting for one lookup: `get_expired` or `get_flushed` when the
-    /// key held a dead item (`do_item_get`, whatever the command; `replaced` when the
-    /// lookup then created the item), then the command's own counters and `stats
-    /// detail`.
+    /// key held a dead item (`do_item_get`, whatever the command), then the command's
+    /// own counters and `stats detail`.
     #[inline]
-    fn count(&self, key: &[u8], found: Fetch, replaced: Option<Dead>) {
+    fn count(&self, key: &[u8], found: Fetch) {
         let cx = self.cx;
         let c = cx.counters;
-        super::count_dead(cx, found.dead().or(replaced));
+        match found {
+            Fetch::Expired | Fetch::Flushed => super::count_dead(cx, found.dead()),
+            Fetch::Hit | Fetch::Miss => {}
+        }
         if self.counts != Counts::WatchOnly {
             let touch = match self.counts {
                 Counts::Touch => true,

@@ -105,13 +105,20 @@ impl Seen {
     }
 }
 
-/// Counts the dead item a write's lookup met as `get_expired` or `get_flushed`, as
+/// Counts the dead item a lookup met as `get_expired` or `get_flushed`, as
 /// memcached's `do_item_get` does for every command that looks its key up.
-#[inline]
+#[inline(always)]
 pub fn count_dead(cx: &Ctx<'_>, dead: Option<Dead>) {
+    if let Some(d) = dead {
+        count_dead_met(cx, d);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn count_dead_met(cx: &Ctx<'_>, dead: Dead) {
     match dead {
-        Some(Dead::Expired) => cx.counters.get_expired.incr(),
-        Some(Dead::Flushed) => cx.counters.get_flushed.incr(),
-        None => {}
+        Dead::Expired => cx.counters.get_expired.incr(),
+        Dead::Flushed => cx.counters.get_flushed.incr(),
     }
 }

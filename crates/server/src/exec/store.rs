@@ -62,7 +62,7 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     let Met { result: r, dead } = cx
         .engine
         .store_met(s.mode, s.key, s.flags, s.exptime, s.value, &s.opts);
-    if r != StoreResult::OutOfMemory || s.mode == Mode::Set || s.oom_drops_old {
+    if dead.is_some() && (r != StoreResult::OutOfMemory || s.mode == Mode::Set || s.oom_drops_old) {
         count_dead(cx, dead);
     }
     let c = cx.counters;
