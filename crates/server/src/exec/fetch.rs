@@ -87,13 +87,12 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         opts: &GetOpts,
         mut show: impl FnMut(&Item<'_>) -> Visit,
     ) -> Fetch {
+        // Counted even when `show` refuses the item (memcached's lookup counted it
+        // before the reply failed).
         let mut replaced = None;
         let found = self.lookup(key, opts, |it| {
-            let visit = show(it);
-            if visit != Visit::Refused {
-                replaced = it.replaced;
-            }
-            visit
+            replaced = it.replaced;
+            show(it)
         });
         super::count_dead(self.cx, replaced);
         found

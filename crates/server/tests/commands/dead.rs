@@ -57,6 +57,11 @@ fn text_rows() -> Vec<(Vec<u8>, &'static [u8], u64)> {
         (b"mg K\r\n".to_vec(), b"EN\r\n", 1),
         (b"mg K T10\r\n".to_vec(), b"EN\r\n", 1),
         (b"mg K N10 v\r\n".to_vec(), b"VA 0 W\r\n\r\n", 1),
+        (
+            cat(&[b"mg K N10 O", &[b'o'; 40], b" v\r\n"]),
+            b"CLIENT_ERROR opaque token too long\r\n",
+            1,
+        ),
         (b"me K\r\n".to_vec(), b"EN\r\n", 1),
         (b"md K\r\n".to_vec(), b"NF\r\n", 1),
         (b"md K q\r\n".to_vec(), b"NF\r\n", 1),
