@@ -10,7 +10,8 @@
 //!   token), the `M` token read by its first byte, flag numbers read strictly
 //!   (1.6.42's mcmc converters), 32-bit client flags (the default build, 1.6.22);
 //! - `lru_crawler metadump|mgdump`'s leading `OK` (1.6.43) and `flags=`;
-//! - `slabs automove 2` (1.6.34), `stats sizes_enable|disable` gone (1.6.25),
+//! - `slabs automove 2` and `slabs automove freeratio` (1.6.34) with their
+//!   `stats settings` lines, `stats sizes_enable|disable` gone (1.6.25),
 //!   `-X` refusing `stats detail` (text 1.6.37, binary 1.6.44);
 //! - `VERSION` as the bare release number;
 //! - flush_all unlinking what it flushes at once (1.6.25);
@@ -387,4 +388,111 @@ fn hardening_binary() {
     assert_eq!(&head[..8], &[0x81, 0x00, 0, 0, 0, 0, 0, 4], "{head:?}");
     assert_eq!(c.read_exact_bytes(17), b"Invalid arguments");
     c.expect_closed();
+}
+
+/// The `stats settings` lines of `slabs automove`, in the order given, each as
+/// `name value`.
+fn automove_settings(c: &mut Client) -> Vec<String> {
+    let st = c.stats_list("settings");
+    let line = |name: &str| {
+        st.iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, v)| format!("{n} {v}"))
+            .unwrap_or_else(|| panic!("no STAT {name}"))
+    };
+    [
+        "slab_automove",
+        "slab_automove_ratio",
+        "slab_automove_window",
+        "slab_automove_freeratio",
+    ]
+    .iter()
+    .map(|n| line(n))
+    .collect()
+}
+
+/// `slabs automove` in all its 1.6.45 forms: `<0|1|2>`, `ratio`, `window` (3 to
+/// 1800, 1.6.42) and `freeratio` (1.6.34), each subcommand by any prefix, a ratio
+/// as `strtod` reads it; and what `stats settings` shows of each, floats as glibc
+/// prints them into memcached's 127-byte stat buffer. memcrab has no slab page
+/// mover: it records the values and shows them.
+#[test]
+fn slabs_automove_forms() {
+    let (_s, mut c) = server(&[]);
+    assert_eq!(
+        automove_settings(&mut c),
+        [
+            "slab_automove 1",
+            "slab_automove_ratio 0.80",
+            "slab_automove_window 10",
+            "slab_automove_freeratio 0.010",
+        ]
+    );
+    // memcached 1.6.45 prints freeratio among its extstore settings: after
+    // track_sizes, before the TLS ones.
+    let names: Vec<String> = c
+        .stats_list("settings")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let at = |name: &str| names.iter().position(|n| n == name).expect(name);
+    assert!(at("track_sizes") < at("slab_automove_freeratio"));
+    assert!(at("slab_automove_freeratio") < at("ssl_enabled"));
+    let rows: &[(&[u8], &[u8])] = &[
+        (b"slabs automove freeratio 0.5\r\n", b"OK\r\n"),
+        (b"slabs automove f 0.25\r\n", b"OK\r\n"),
+        (b"slabs automove fr\r\n", b"ERROR\r\n"),
+        (b"slabs automove freeratio x\r\n", b"ERROR\r\n"),
+        (b"slabs automove freeratio 1e400\r\n", b"ERROR\r\n"),
+        (
+            b"slabs automove freeratio 12345678901234567890123456789012\r\n",
+            b"ERROR\r\n",
+        ),
+        (b"slabs automove freeratios 1\r\n", BAD_FORMAT),
+        (b"slabs automove freeratio x noreply\r\n", b""),
+        (b"slabs automove freeratio 0.9 noreply\r\n", b""),
+        (b"slabs automove fre 0.0005 x\r\n", b"OK\r\n"),
+        (b"slabs automove r 0.125\r\n", b"OK\r\n"),
+        (b"slabs automove w 30\r\n", b"OK\r\n"),
+        (
+            b"slabs automove window 1801\r\n",
+            b"CLIENT_ERROR automove window too low or too high\r\n",
+        ),
+        (b"slabs automove window x\r\n", BAD_FORMAT),
+        (b"slabs automove 2\r\n", b"OK\r\n"),
+        (b"slabs auto 0\r\n", b"OK\r\n"),
+    ];
+    for (req, want) in rows {
+        c.call(req, want);
+        c.sync();
+    }
+    assert_eq!(
+        automove_settings(&mut c),
+        [
+            "slab_automove 0",
+            "slab_automove_ratio 0.12",
+            "slab_automove_window 30",
+            "slab_automove_freeratio 0.001",
+        ]
+    );
+    // Any number is kept: negative, nan (glibc prints its sign), and long ones cut
+    // at 126 bytes.
+    c.call(b"slabs automove freeratio -nan\r\n", b"OK\r\n");
+    c.call(b"slabs automove ratio 1e300\r\n", b"OK\r\n");
+    c.call(b"slabs automove 1\r\n", b"OK\r\n");
+    let ratio = "100000000000000005250476025520442024870446858110815915491585411551180245798890819578637137508044786404370444383288387817694252";
+    assert_eq!(
+        automove_settings(&mut c),
+        [
+            "slab_automove 1".to_string(),
+            format!("slab_automove_ratio {ratio}"),
+            "slab_automove_window 30".to_string(),
+            "slab_automove_freeratio -nan".to_string(),
+        ]
+    );
+    c.call(b"slabs automove freeratio -3\r\n", b"OK\r\n");
+    assert_eq!(
+        automove_settings(&mut c)[3],
+        "slab_automove_freeratio -3.000"
+    );
 }

@@ -157,6 +157,9 @@ pub struct Item<'a> {
     pub token_sent: bool,
     /// This request created the item ([`GetOpts::vivify`] on a miss).
     pub created: bool,
+    /// For a created item, the dead item its lookup met under the key (as a miss
+    /// does, memcached counts it), else None.
+    pub replaced: Option<Dead>,
     /// How the engine can lend `value` past the visit ([`Item::lend`]); None for an
     /// engine that cannot (the reference engine).
     pub lender: Option<seg::Lender<'a>>,
@@ -188,6 +191,41 @@ pub enum Fetch {
 impl Fetch {
     pub fn is_hit(self) -> bool {
         self == Fetch::Hit
+    }
+
+    /// The dead item this lookup met, if it met one.
+    pub fn dead(self) -> Option<Dead> {
+        match self {
+            Fetch::Expired => Some(Dead::Expired),
+            Fetch::Flushed => Some(Dead::Flushed),
+            Fetch::Hit | Fetch::Miss => None,
+        }
+    }
+}
+
+/// A dead item that a write's own lookup of its key met, and unlinked. memcached
+/// counts it as `get_expired` or `get_flushed` whatever the command: the lookup is
+/// `do_item_get`, which `do_store_item`, `do_add_delta` and delete call too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dead {
+    /// Its exptime had passed.
+    Expired,
+    /// `flush_all` had invalidated it.
+    Flushed,
+}
+
+/// A write's result ([`Engine::store_met`], [`Engine::delete_met`], [`Engine::delta_met`])
+/// and the dead item its lookup met (at most one: an unlinked item is not met again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Met<R> {
+    pub result: R,
+    pub dead: Option<Dead>,
+}
+
+/// Records in `dead` the dead item a write's lookup `found`, unless one was met before.
+pub(crate) fn note_dead(dead: &mut Option<Dead>, found: Fetch) {
+    if dead.is_none() {
+        *dead = found.dead();
     }
 }
 
@@ -520,7 +558,7 @@ impl WalkCursor {
 /// Times are relative seconds from the engine's [`Clock`]; an `exptime` of 0 is
 /// "never". An item is live while `exptime == 0 || exptime > now` and no flush has
 /// invalidated it. Every method that meets an expired or flushed item treats the key
-/// as missing.
+/// as missing, unlinks the item, and says so ([`Fetch`], [`Met`]).
 pub trait Engine: Send + Sync {
     /// Looks a key up. On a hit (or a creation by `opts.vivify`), calls `visit` once
     /// with the item as it was before this request (see [`Item`]) while the item cannot
@@ -546,7 +584,19 @@ pub trait Engine: Send + Sync {
     /// CAS comparison in every mode, `ms I`, vivifying append and explicit CAS. A
     /// failed `add` on a live item bumps it to the LRU head and sets its `atime` to
     /// now (memcached's `do_item_update`). A `Set` that fails for memory removes the
-    /// old item.
+    /// old item. With the dead item the request's lookup met ([`Met`]; a `Set` that
+    /// fails for memory reports the one its removal met).
+    fn store_met(
+        &self,
+        mode: Mode,
+        key: &[u8],
+        flags: u32,
+        exptime: RelTime,
+        value: &[u8],
+        opts: &StoreOpts,
+    ) -> Met<StoreResult>;
+
+    /// [`Engine::store_met`] without what the lookup met.
     fn store(
         &self,
         mode: Mode,
@@ -555,18 +605,33 @@ pub trait Engine: Send + Sync {
         exptime: RelTime,
         value: &[u8],
         opts: &StoreOpts,
-    ) -> StoreResult;
+    ) -> StoreResult {
+        self.store_met(mode, key, flags, exptime, value, opts)
+            .result
+    }
 
-    /// Removes a live item (or invalidates it, see [`DeleteOpts`]).
-    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult;
+    /// Removes a live item (or invalidates it, see [`DeleteOpts`]), with the dead
+    /// item the lookup met ([`Met`]).
+    fn delete_met(&self, key: &[u8], opts: &DeleteOpts) -> Met<DeleteResult>;
+
+    /// [`Engine::delete_met`] without what the lookup met.
+    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
+        self.delete_met(key, opts).result
+    }
 
     /// incr (`incr == true`, wrapping at 2^64) or decr (stopping at 0) on a value that
     /// is a decimal number, as memcached's `do_add_delta`: when the new number's digits
     /// fit in the old value it is rewritten in place (padded with spaces, see
     /// [`apply_delta`]) keeping the item's flags, exptime and bits, with a new CAS and
     /// `atime` = now; otherwise a new item replaces it (same flags and exptime, bits
-    /// cleared, `atime` = now). See [`DeltaOpts`] for CAS, vivify and touch.
-    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta;
+    /// cleared, `atime` = now). See [`DeltaOpts`] for CAS, vivify and touch. With the
+    /// dead item the lookup met ([`Met`]; also when `vivify` then created the item).
+    fn delta_met(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Met<Delta>;
+
+    /// [`Engine::delta_met`] without what the lookup met.
+    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
+        self.delta_met(key, incr, delta, opts).result
+    }
 
     /// memcached's flush_all: with `at == None` every item stored so far becomes
     /// invalid now, and is freed before this returns (memcached 1.6.25+ unlinks

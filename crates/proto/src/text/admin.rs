@@ -29,6 +29,8 @@ pub enum Admin {
     SlabsAutomove { level: u32, noreply: bool },
     /// `slabs automove ratio <ratio>`.
     SlabsAutomoveRatio { ratio: Float, noreply: bool },
+    /// `slabs automove freeratio <ratio>` (memcached 1.6.34).
+    SlabsAutomoveFreeratio { ratio: Float, noreply: bool },
     /// `slabs automove window <seconds>` (memcached 1.6.42 checks its range); the
     /// server checks the range.
     SlabsAutomoveWindow { window: u32, noreply: bool },

@@ -405,14 +405,16 @@ fn slabs<'a>(t: &Tokens<'a>, n: usize) -> Result<Request<'a>, Error> {
         }
     } else if n >= 3 && abbrev(t.get(1), b"automove") {
         let arg = t.get(2);
+        let ratio = || match safe_strtod(t.get(3)) {
+            Ok(r) if n >= 4 && t.get(3).len() < 32 => Ok(Float(r)),
+            _ => Err(Error::Rejected { noreply }),
+        };
         if abbrev(arg, b"ratio") {
-            match safe_strtod(t.get(3)) {
-                Ok(r) if n >= 4 && t.get(3).len() < 32 => Admin::SlabsAutomoveRatio {
-                    ratio: Float(r),
-                    noreply,
-                },
-                _ => return Err(Error::Rejected { noreply }),
-            }
+            let ratio = ratio()?;
+            Admin::SlabsAutomoveRatio { ratio, noreply }
+        } else if abbrev(arg, b"freeratio") {
+            let ratio = ratio()?;
+            Admin::SlabsAutomoveFreeratio { ratio, noreply }
         } else if abbrev(arg, b"window") {
             match tok_u32(t.get(3)) {
                 Ok(window) if n >= 4 => Admin::SlabsAutomoveWindow { window, noreply },

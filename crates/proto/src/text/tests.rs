@@ -715,6 +715,32 @@ fn admin_commands() {
             Err(Error::Rejected { noreply: false }),
         ),
         (
+            b"slabs automove freeratio 0.25\r\n",
+            admin(Admin::SlabsAutomoveFreeratio {
+                ratio: Float(0.25),
+                noreply: false,
+            }),
+        ),
+        (
+            b"slabs automove f -3 noreply\r\n",
+            admin(Admin::SlabsAutomoveFreeratio {
+                ratio: Float(-3.0),
+                noreply: true,
+            }),
+        ),
+        (
+            b"slabs automove fr\r\n",
+            Err(Error::Rejected { noreply: false }),
+        ),
+        (
+            b"slabs automove freeratio x\r\n",
+            Err(Error::Rejected { noreply: false }),
+        ),
+        (
+            b"slabs automove freeratios 1\r\n",
+            Err(Error::BadFormat { noreply: false }),
+        ),
+        (
             b"slabs automove ratio x noreply\r\n",
             Err(Error::Rejected { noreply: true }),
         ),

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use memcrab_store::{Stats, WalkCursor};
 
 use crate::admin::hotkeys::HotKeys;
+use crate::admin::tunables::stat_float;
 use crate::server::{ConnState, Observe, Server};
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
@@ -316,7 +317,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(
         out,
         "slab_automove_ratio",
-        format!("{:.2}", t.slab_automove_ratio()),
+        stat_float(t.slab_automove_ratio(), 2),
     );
     stat(
         out,
@@ -344,12 +345,8 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "lru_segmented", yes_no(lru.segmented));
     stat(out, "hot_lru_pct", lru.hot_pct);
     stat(out, "warm_lru_pct", lru.warm_pct);
-    stat(out, "hot_max_factor", format!("{:.2}", lru.hot_max_factor));
-    stat(
-        out,
-        "warm_max_factor",
-        format!("{:.2}", lru.warm_max_factor),
-    );
+    stat(out, "hot_max_factor", stat_float(lru.hot_max_factor, 2));
+    stat(out, "warm_max_factor", stat_float(lru.warm_max_factor, 2));
     stat(out, "temp_lru", yes_no(lru.temp_lru));
     stat(out, "temporary_ttl", lru.temporary_ttl);
     stat(out, "idle_timeout", s.idle_timeout_secs);
@@ -359,6 +356,9 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "track_sizes",
         yes_no(t.track_sizes.load(Ordering::Relaxed)),
     );
+    // Where memcached 1.6.45 (built with extstore) prints it, among its ext_ lines.
+    let free = stat_float(t.slab_automove_freeratio(), 3);
+    stat(out, "slab_automove_freeratio", free);
     // memcached prints its TLS settings with or without -Z; unset paths as glibc
     // prints a NULL `%s` ("(null)"), or memcached's "NULL".
     let t = &s.tls;

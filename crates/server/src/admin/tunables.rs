@@ -1,12 +1,13 @@
 //! Settings the admin commands change at run time (`lru_crawler`, `slabs automove`,
 //! `lru`), and the crawler's own counter. `stats settings`
-//! reports them under memcached's names.
+//! reports them under memcached's names, floats as [`stat_float`] prints them.
 //!
-//! Most of them tune machinery memcrab does not have (slab classes, a segmented LRU,
-//! a crawler thread): the segment engine has one memory pool for all sizes and
-//! expires whole segments, so nothing reads these values. They are kept and reported
-//! so that a deployment script that sets them gets memcached's answers and can read
-//! its setting back (docs/operations.md lists each and what it does here).
+//! Most of them tune machinery memcrab does not have (slab classes and their page
+//! mover, a segmented LRU, a crawler thread): the segment engine has one memory pool
+//! for all sizes and expires whole segments, so nothing reads these values. They are
+//! kept and reported so that a deployment script that sets them gets memcached's
+//! answers and can read its setting back (docs/operations.md lists each and what it
+//! does here).
 //!
 //! Locks: none but [`Tunables::lru`]'s mutex, a leaf (taken by `lru` commands and
 //! `stats settings`, holding no other lock). Every atomic is Relaxed: each is a
@@ -57,6 +58,9 @@ pub struct Tunables {
     pub slab_automove_window: AtomicU32,
     /// `slabs automove ratio <r>`, as f64 bits.
     slab_automove_ratio: AtomicU64,
+    /// `slabs automove freeratio <r>` (memcached 1.6.34; its default 0.01), as f64
+    /// bits.
+    slab_automove_freeratio: AtomicU64,
     /// `lru ...` values; see [`Lru`].
     pub lru: Mutex<Lru>,
     /// `stats sizes` is enabled (`-o track_sizes`).
@@ -74,6 +78,7 @@ impl Tunables {
             slab_automove: AtomicU32::new(1),
             slab_automove_window: AtomicU32::new(10),
             slab_automove_ratio: AtomicU64::new(0.8f64.to_bits()),
+            slab_automove_freeratio: AtomicU64::new(0.01f64.to_bits()),
             lru: Mutex::new(Lru::default()),
             track_sizes: AtomicBool::new(track_sizes),
         }
@@ -86,5 +91,62 @@ impl Tunables {
     pub fn set_slab_automove_ratio(&self, r: f64) {
         self.slab_automove_ratio
             .store(r.to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn slab_automove_freeratio(&self) -> f64 {
+        f64::from_bits(self.slab_automove_freeratio.load(Ordering::Relaxed))
+    }
+
+    pub fn set_slab_automove_freeratio(&self, r: f64) {
+        self.slab_automove_freeratio
+            .store(r.to_bits(), Ordering::Relaxed);
+    }
+}
+
+/// memcached's longest stat value: `append_stat` prints into 127 bytes, and a
+/// longer value is cut (a ratio set to 1e300, say).
+const STAT_VALUE_MAX_BYTES: usize = 126;
+
+/// A float setting as memcached's `APPEND_STAT("%.Nf")` prints it with glibc, `digits`
+/// being N: Rust's `{:.N}` gives the same exact, ties-to-even digits; glibc spells
+/// the specials `nan`, `-nan`, `inf` and `-inf` (the commands accept them, as
+/// `strtod` does); and the value is cut at memcached's stat buffer.
+pub fn stat_float(v: f64, digits: usize) -> String {
+    let mut s = if v.is_nan() {
+        let sign = if v.is_sign_negative() { "-" } else { "" };
+        format!("{sign}nan")
+    } else {
+        format!("{v:.digits$}")
+    };
+    s.truncate(STAT_VALUE_MAX_BYTES);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stat_float;
+
+    #[test]
+    fn floats_print_as_glibc() {
+        let rows: &[(f64, usize, &str)] = &[
+            (0.8, 2, "0.80"),
+            (0.01, 3, "0.010"),
+            (0.125, 2, "0.12"),
+            (0.0005, 3, "0.001"),
+            (-0.0, 3, "-0.000"),
+            (-3.0, 3, "-3.000"),
+            (f64::NAN, 3, "nan"),
+            (-f64::NAN, 3, "-nan"),
+            (f64::INFINITY, 2, "inf"),
+            (f64::NEG_INFINITY, 2, "-inf"),
+            (1e30, 3, "1000000000000000019884624838656.000"),
+        ];
+        for &(v, digits, want) in rows {
+            assert_eq!(stat_float(v, digits), want, "{v}");
+        }
+        // 1e308 has 309 digits; memcached shows the first 126.
+        let long = stat_float(1e308, 2);
+        assert_eq!(long.len(), 126);
+        assert!(long.starts_with("1000000000000000010979063629440455417404923096773118"));
     }
 }

@@ -5,9 +5,9 @@
 //! [`DeleteResult`].
 
 use memcrab_proto::text::watch::{self as line, DeleteCmd};
-use memcrab_store::{DeleteOpts, DeleteResult, GetOpts};
+use memcrab_store::{DeleteOpts, DeleteResult, GetOpts, Met};
 
-use super::Seen;
+use super::{count_dead, Seen};
 use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
@@ -27,7 +27,9 @@ pub struct Delete<'a> {
 
 /// Deletes (or, with `I`, invalidates) `d.key` and counts it: `delete_hits` when an
 /// item was removed, `delete_misses` when none was live (and for a CAS that differed,
-/// when `cas_mismatch_misses`); an invalidation counts neither, as in memcached.
+/// when `cas_mismatch_misses`); an invalidation counts neither, as in memcached. A
+/// dead item the lookup met counts `get_expired`/`get_flushed` (memcached's delete
+/// looks the key up with `do_item_get`).
 #[inline]
 pub fn delete(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
     if d.prefix {
@@ -37,7 +39,8 @@ pub fn delete(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
         Some(_) if cx.server.watch.wants(line::DELETIONS) => peek(cx, d.key),
         _ => None,
     };
-    let r = cx.engine.delete(d.key, &d.opts);
+    let Met { result: r, dead } = cx.engine.delete_met(d.key, &d.opts);
+    count_dead(cx, dead);
     if let (DeleteResult::Deleted, Some(seen), Some(cmd)) = (r, before, d.watched_as) {
         report(cx, d.key, cmd, seen);
     }
@@ -63,7 +66,7 @@ pub fn report_kept(cx: &Ctx<'_>, key: &[u8], cmd: DeleteCmd) {
 
 /// `watch deletions`, step one: what the item a delete may remove holds (a lookup
 /// without a bump, so a store to the key between this and the delete may be shown
-/// instead).
+/// instead). A dead item it meets is counted here: the delete then finds none.
 #[cold]
 #[inline(never)]
 fn peek(cx: &Ctx<'_>, key: &[u8]) -> Option<Seen> {
@@ -72,10 +75,11 @@ fn peek(cx: &Ctx<'_>, key: &[u8]) -> Option<Seen> {
         ..GetOpts::default()
     };
     let mut seen = None;
-    cx.engine.get(key, &opts, &mut |it| {
+    let found = cx.engine.get(key, &opts, &mut |it| {
         seen = Some(Seen::of(&it));
         false
     });
+    count_dead(cx, found.dead());
     seen
 }
 

@@ -25,7 +25,8 @@ pub enum Counts {
     /// `mg` with `T`: memcached sets `ttl_set` while it walks a hit's flags, so a hit
     /// is a touch and a miss a get miss.
     TouchIfHit,
-    /// No counters (`me`, whose `item_get` only `watch fetchers` sees).
+    /// Only `get_expired`/`get_flushed` (`me`, whose `item_get` counts nothing
+    /// else).
     WatchOnly,
 }
 
@@ -67,7 +68,39 @@ impl<'c, 'a> Fetcher<'c, 'a> {
 
     /// Looks `key` up with `opts`; `show` encodes a hit. Then counts the lookup.
     #[inline]
-    pub fn get(
+    pub fn get(&self, key: &[u8], opts: &GetOpts, show: impl FnMut(&Item<'_>) -> Visit) -> Fetch {
+        if opts.vivify.is_some() {
+            return self.get_vivifying(key, opts, show);
+        }
+        self.lookup(key, opts, show)
+    }
+
+    /// [`Fetcher::get`] for a lookup that may create the item (`mg N`): a dead item
+    /// met before the creation counts too (the visitor sees it in
+    /// [`Item::replaced`]), as memcached's `do_item_get` counted it before `mg`
+    /// allocated the new item. Apart, so that no other lookup pays for it.
+    #[cold]
+    #[inline(never)]
+    fn get_vivifying(
+        &self,
+        key: &[u8],
+        opts: &GetOpts,
+        mut show: impl FnMut(&Item<'_>) -> Visit,
+    ) -> Fetch {
+        // Counted even when `show` refuses the item (memcached's lookup counted it
+        // before the reply failed).
+        let mut replaced = None;
+        let found = self.lookup(key, opts, |it| {
+            replaced = it.replaced;
+            show(it)
+        });
+        super::count_dead(self.cx, replaced);
+        found
+    }
+
+    /// The lookup and its counting ([`Fetcher::get`], without `mg N`'s extra).
+    #[inline]
+    fn lookup(
         &self,
         key: &[u8],
         opts: &GetOpts,
@@ -111,12 +144,11 @@ impl<'c, 'a> Fetcher<'c, 'a> {
     fn count(&self, key: &[u8], found: Fetch) {
         let cx = self.cx;
         let c = cx.counters;
+        match found {
+            Fetch::Expired | Fetch::Flushed => super::count_dead(cx, found.dead()),
+            Fetch::Hit | Fetch::Miss => {}
+        }
         if self.counts != Counts::WatchOnly {
-            match found {
-                Fetch::Expired => c.get_expired.incr(),
-                Fetch::Flushed => c.get_flushed.incr(),
-                Fetch::Hit | Fetch::Miss => {}
-            }
             let touch = match self.counts {
                 Counts::Touch => true,
                 Counts::TouchIfHit => found == Fetch::Hit,

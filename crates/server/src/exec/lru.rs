@@ -165,6 +165,13 @@ pub fn execute(
             answer(out, noreply, reply::OK);
             Flow::Next
         }
+        // memcached 1.6.34 keeps any number (negative, nan) for its extstore page
+        // mover; segments have no page mover, so it is only recorded.
+        Admin::SlabsAutomoveFreeratio { ratio, noreply } => {
+            t.set_slab_automove_freeratio(ratio.0);
+            answer(out, noreply, reply::OK);
+            Flow::Next
+        }
         Admin::LruTune {
             hot_pct,
             warm_pct,

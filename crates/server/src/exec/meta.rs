@@ -400,10 +400,11 @@ fn empty_value(
         ..GetOpts::default()
     };
     let mut cas = None;
-    cx.engine.get(kbytes, &no_bump, &mut |it| {
+    let found = cx.engine.get(kbytes, &no_bump, &mut |it| {
         cas = Some(it.cas);
         false
     });
+    super::count_dead(cx, found.dead());
     let status: &[u8] = match cas {
         None => {
             cx.counters.delete_misses.incr();

@@ -8,8 +8,9 @@
 
 use memcrab_proto::text::watch::{self as line, StoreStatus};
 use memcrab_proto::text::StoreCmd;
-use memcrab_store::{DeleteOpts, GetOpts, Mode, RelTime, StoreOpts, StoreResult};
+use memcrab_store::{DeleteOpts, GetOpts, Met, Mode, RelTime, StoreOpts, StoreResult};
 
+use super::count_dead;
 use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
@@ -48,16 +49,22 @@ pub fn cmd_of(mode: Mode) -> StoreCmd {
 /// Stores `s` and counts it: `cmd_set` always; for a CAS command `cas_hits` when it
 /// stored and `cas_badval` when the CAS differed; `cas_misses` when a CAS found no
 /// item; `store_no_memory` when there was no memory. (An append with a CAS that
-/// differs answers EXISTS without counting `cas_badval`, as in memcached.) Then
+/// differs answers EXISTS without counting `cas_badval`, as in memcached.) A dead
+/// item the lookup met counts `get_expired`/`get_flushed` (`do_store_item`'s
+/// `do_item_get`), except in a store refused for memory: memcached allocates before
+/// it looks, and then looks only for a set or an `ms`, to drop the old item. Then
 /// `watch mutations` is told.
 #[inline(always)]
 pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     if s.prefix {
         cx.server.prefixes.record(s.key, Op::Set);
     }
-    let r = cx
+    let Met { result: r, dead } = cx
         .engine
-        .store(s.mode, s.key, s.flags, s.exptime, s.value, &s.opts);
+        .store_met(s.mode, s.key, s.flags, s.exptime, s.value, &s.opts);
+    if dead.is_some() && (r != StoreResult::OutOfMemory || s.mode == Mode::Set || s.oom_drops_old) {
+        count_dead(cx, dead);
+    }
     let c = cx.counters;
     c.cmd_set.incr();
     let cas_cmd = s.cmd == StoreCmd::Cas;
@@ -80,7 +87,7 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
         report(cx, r, m);
     }
     if r == StoreResult::OutOfMemory && s.oom_drops_old && s.mode != Mode::Set {
-        cx.engine.delete(s.key, &DeleteOpts::default());
+        count_dead(cx, cx.engine.delete_met(s.key, &DeleteOpts::default()).dead);
     }
     r
 }
@@ -134,7 +141,8 @@ fn report(cx: &Ctx<'_>, r: StoreResult, s: Mutation<'_>) {
 /// fit `-I`: counts `store_too_large`, tells `watch mutations` (`cmd` is `None` for a
 /// binary store: memcached names no command there), records `stats detail` when
 /// `prefix`, and, when `drop_old`, removes the old item (memcached: a failed set, or
-/// any failed `ms`, must not leave the old value readable).
+/// any failed `ms`, must not leave the old value readable; a dead item met there
+/// counts `get_expired`/`get_flushed`).
 pub fn too_large(cx: &Ctx<'_>, key: &[u8], cmd: Option<StoreCmd>, prefix: bool, drop_old: bool) {
     cx.counters.store_too_large.incr();
     if cx.server.watch.wants(line::MUTATIONS) {
@@ -144,7 +152,7 @@ pub fn too_large(cx: &Ctx<'_>, key: &[u8], cmd: Option<StoreCmd>, prefix: bool, 
         cx.server.prefixes.record(key, Op::Set);
     }
     if drop_old {
-        cx.engine.delete(key, &DeleteOpts::default());
+        count_dead(cx, cx.engine.delete_met(key, &DeleteOpts::default()).dead);
     }
 }
 

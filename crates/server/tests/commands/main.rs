@@ -6,7 +6,8 @@
 //! The protocol tests run twice, over TCP and over a unix socket (`-s`): the
 //! `transport_tests!` list at the bottom makes a `tcp::` and a `unix::` test of each.
 //! Beside this file: framing.rs (line framing and data blocks, both transports, its
-//! own `transport_tests!` list); stats.rs and time.rs (over TCP only).
+//! own `transport_tests!` list); stats.rs, dead.rs (dead items met by any command,
+//! text, meta and binary) and time.rs (over TCP only).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -642,6 +643,7 @@ transport_tests!(
     exptime_in_the_past,
 );
 
+mod dead;
 mod framing;
 mod stats;
 mod time;

@@ -38,9 +38,9 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, RelTime};
 use crate::{
-    apply_delta, memcached_item_bytes, Config, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts,
-    Engine, EvictionListener, Fetch, GetOpts, Item, Mode, Stats, StoreOpts, StoreResult, Vivify,
-    WalkCursor, Walked,
+    apply_delta, memcached_item_bytes, note_dead, Config, Counter, Dead, DeleteOpts, DeleteResult,
+    Delta, DeltaOpts, Engine, EvictionListener, Fetch, GetOpts, Item, Met, Mode, Stats, StoreOpts,
+    StoreResult, Vivify, WalkCursor, Walked,
 };
 
 use shard::{make_data, Counters, Epoch, Shard, NIL, SHARDS};
@@ -200,6 +200,7 @@ impl Reference {
             stale: s.stale,
             token_sent: s.token_sent,
             created: false,
+            replaced: None,
             lender: None,
         });
         let s = &mut sh.slots[idx as usize];
@@ -259,6 +260,7 @@ impl Reference {
             stale: false,
             token_sent: false,
             created: true,
+            replaced: miss.dead(),
             lender: None,
         });
         if won {
@@ -293,6 +295,7 @@ impl Reference {
         if sh.find_live(hash, key, e, &self.used).is_ok() {
             self.unreserve(need);
             drop(sh);
+            // (The dead item, if any, was met by the caller's lookup.)
             return self.delta(key, incr, delta, opts);
         }
         let data = make_data(key, &[digits.as_bytes()]);
@@ -308,7 +311,7 @@ impl Reference {
 
     /// The body of [`Engine::store`], with the shard locked and `reserved` bytes
     /// already counted in `used` (the request's fields travel unbundled, as in the
-    /// trait method).
+    /// trait method); a dead item met is noted in `dead`.
     #[allow(clippy::too_many_arguments)]
     fn store_locked(
         &self,
@@ -321,9 +324,13 @@ impl Reference {
         value: &[u8],
         reserved: u64,
         opts: &StoreOpts,
+        dead: &mut Option<Dead>,
     ) -> StoreResult {
         let e = self.epoch();
-        let old = sh.find_live(hash, key, e, &self.used).ok();
+        let old = sh
+            .find_live(hash, key, e, &self.used)
+            .map_err(|found| note_dead(dead, found))
+            .ok();
         let klen = key.len() as u8;
         // memcached's do_store_item: a set or replace with a unique is a cas.
         let (mode, cas_want) = match mode {
@@ -418,66 +425,9 @@ impl Reference {
         }
         StoreResult::Stored(self.cas_out(cas))
     }
-}
 
-impl Engine for Reference {
-    fn get(&self, key: &[u8], opts: &GetOpts, visit: &mut dyn FnMut(Item<'_>) -> bool) -> Fetch {
-        let (hash, si) = self.locate(key);
-        let e = self.epoch();
-        let mut sh = self.shards[si].lock();
-        match sh.find_live(hash, key, e, &self.used) {
-            Ok(idx) => self.visit_hit(&mut sh, idx, opts, e.now, visit),
-            Err(miss) => {
-                drop(sh);
-                match opts.vivify {
-                    Some(ttl) => self.vivify(key, (hash, si), opts, ttl, miss, visit),
-                    None => miss,
-                }
-            }
-        }
-    }
-
-    fn store(
-        &self,
-        mode: Mode,
-        key: &[u8],
-        flags: u32,
-        exptime: RelTime,
-        value: &[u8],
-        opts: &StoreOpts,
-    ) -> StoreResult {
-        let (hash, si) = self.locate(key);
-        let mut need = (key.len() + value.len()) as u64 + ITEM_OVERHEAD_BYTES;
-        if matches!(mode, Mode::Append | Mode::Prepend) {
-            // Peek at the current size so the reservation covers the joined value.
-            let e = self.epoch();
-            let mut sh = self.shards[si].lock();
-            match sh.find_live(hash, key, e, &self.used) {
-                Ok(idx) => need += sh.slots[idx as usize].value().len() as u64,
-                Err(_) if opts.vivify.is_some() => {}
-                Err(_) => return StoreResult::NotStored,
-            }
-        }
-        if !self.reserve(need, si) {
-            self.outofmemory.fetch_add(1, Ordering::Relaxed);
-            if mode == Mode::Set {
-                // memcached drops the old value when a set cannot be stored, so a
-                // reader never sees stale data for a key whose write failed.
-                self.delete(key, &DeleteOpts::default());
-            }
-            return StoreResult::OutOfMemory;
-        }
-        let mut sh = self.shards[si].lock();
-        self.store_locked(&mut sh, mode, hash, key, flags, exptime, value, need, opts)
-    }
-
-    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
-        let (hash, si) = self.locate(key);
-        let e = self.epoch();
-        let mut sh = self.shards[si].lock();
-        let Ok(idx) = sh.find_live(hash, key, e, &self.used) else {
-            return DeleteResult::NotFound;
-        };
+    /// [`Engine::delete`] of the live item at `idx`.
+    fn delete_live(&self, sh: &mut Shard, idx: u32, opts: &DeleteOpts) -> DeleteResult {
         if let Some(c) = opts.compare_cas {
             if self.cas_out(sh.slots[idx as usize].cas) != c {
                 return DeleteResult::Exists;
@@ -501,24 +451,17 @@ impl Engine for Reference {
         DeleteResult::Invalidated(self.cas_out(cas))
     }
 
-    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
-        let (hash, si) = self.locate(key);
-        if !self.reserve(DELTA_MAX_GROWTH_BYTES, si) {
-            return Delta::OutOfMemory;
-        }
-        let e = self.epoch();
-        let mut sh = self.shards[si].lock();
-        let idx = match sh.find_live(hash, key, e, &self.used) {
-            Ok(idx) => idx,
-            Err(_) => {
-                self.unreserve(DELTA_MAX_GROWTH_BYTES);
-                let Some(v) = opts.vivify else {
-                    return Delta::NotFound;
-                };
-                drop(sh);
-                return self.vivify_counter(key, (hash, si), incr, delta, opts, v);
-            }
-        };
+    /// [`Engine::delta`] on the live item at `idx` (found at `e` under `hash`), with
+    /// `DELTA_MAX_GROWTH_BYTES` reserved.
+    fn delta_live(
+        &self,
+        sh: &mut Shard,
+        (idx, hash, e): (u32, u64, Epoch),
+        key: &[u8],
+        incr: bool,
+        delta: u64,
+        opts: &DeltaOpts,
+    ) -> Delta {
         let explicit = self.new_cas(opts.new_cas);
         let (old_len, item_cas, chunked) = {
             let s = &sh.slots[idx as usize];
@@ -588,6 +531,126 @@ impl Engine for Reference {
             exptime: old_exptime,
             created: false,
         })
+    }
+}
+
+impl Engine for Reference {
+    fn get(&self, key: &[u8], opts: &GetOpts, visit: &mut dyn FnMut(Item<'_>) -> bool) -> Fetch {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => self.visit_hit(&mut sh, idx, opts, e.now, visit),
+            Err(miss) => {
+                drop(sh);
+                match opts.vivify {
+                    Some(ttl) => self.vivify(key, (hash, si), opts, ttl, miss, visit),
+                    None => miss,
+                }
+            }
+        }
+    }
+
+    fn store_met(
+        &self,
+        mode: Mode,
+        key: &[u8],
+        flags: u32,
+        exptime: RelTime,
+        value: &[u8],
+        opts: &StoreOpts,
+    ) -> Met<StoreResult> {
+        let (hash, si) = self.locate(key);
+        let mut dead = None;
+        let mut need = (key.len() + value.len()) as u64 + ITEM_OVERHEAD_BYTES;
+        if matches!(mode, Mode::Append | Mode::Prepend) {
+            // Peek at the current size so the reservation covers the joined value.
+            let e = self.epoch();
+            let mut sh = self.shards[si].lock();
+            match sh.find_live(hash, key, e, &self.used) {
+                Ok(idx) => need += sh.slots[idx as usize].value().len() as u64,
+                Err(found) => {
+                    note_dead(&mut dead, found);
+                    if opts.vivify.is_none() {
+                        return Met {
+                            result: StoreResult::NotStored,
+                            dead,
+                        };
+                    }
+                }
+            }
+        }
+        if !self.reserve(need, si) {
+            self.outofmemory.fetch_add(1, Ordering::Relaxed);
+            if mode == Mode::Set {
+                // memcached drops the old value when a set cannot be stored, so a
+                // reader never sees stale data for a key whose write failed.
+                let removed = self.delete_met(key, &DeleteOpts::default());
+                dead = dead.or(removed.dead);
+            }
+            return Met {
+                result: StoreResult::OutOfMemory,
+                dead,
+            };
+        }
+        let mut sh = self.shards[si].lock();
+        let r = self.store_locked(
+            &mut sh, mode, hash, key, flags, exptime, value, need, opts, &mut dead,
+        );
+        Met { result: r, dead }
+    }
+
+    fn delete_met(&self, key: &[u8], opts: &DeleteOpts) -> Met<DeleteResult> {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        let idx = match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => idx,
+            Err(found) => {
+                return Met {
+                    result: DeleteResult::NotFound,
+                    dead: found.dead(),
+                }
+            }
+        };
+        Met {
+            result: self.delete_live(&mut sh, idx, opts),
+            dead: None,
+        }
+    }
+
+    fn delta_met(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Met<Delta> {
+        let (hash, si) = self.locate(key);
+        if !self.reserve(DELTA_MAX_GROWTH_BYTES, si) {
+            return Met {
+                result: Delta::OutOfMemory,
+                dead: None,
+            };
+        }
+        let e = self.epoch();
+        let mut sh = self.shards[si].lock();
+        let idx = match sh.find_live(hash, key, e, &self.used) {
+            Ok(idx) => idx,
+            Err(found) => {
+                self.unreserve(DELTA_MAX_GROWTH_BYTES);
+                let r = match opts.vivify {
+                    None => Delta::NotFound,
+                    Some(v) => {
+                        drop(sh);
+                        self.vivify_counter(key, (hash, si), incr, delta, opts, v)
+                    }
+                };
+                return Met {
+                    result: r,
+                    dead: found.dead(),
+                };
+            }
+        };
+        let r = self.delta_live(&mut sh, (idx, hash, e), key, incr, delta, opts);
+        Met {
+            result: r,
+            dead: None,
+        }
     }
 
     fn flush_all(&self, at: Option<RelTime>) {

@@ -18,7 +18,7 @@ use super::index::{Loc, Locked, SlotPos};
 use super::item::{View, ACCESSED, ATIME_MASK, FETCHED};
 use super::segments::Life;
 use super::Seg;
-use crate::{Evicted, Fetch};
+use crate::{note_dead, Dead, Evicted, Fetch};
 
 impl Seg {
     /// Finds the linked item for `key` under a partition lock: (slot, loc).
@@ -230,7 +230,9 @@ impl Seg {
     /// (a new version whose unique the engine gives), if its unique orders after
     /// the key's past ([`Seg::check_order`]). Returns the new item's CAS unique and
     /// the partition, still locked; else Err with what the unique of the caller's
-    /// next try must exceed (the caller reads again and writes a new copy).
+    /// next try must exceed (the caller reads again and writes a new copy). A dead
+    /// item met under the key (it died since the caller read it) is noted in `dead`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn link_if_current(
         &self,
         h: u64,
@@ -239,9 +241,13 @@ impl Seg {
         new: Written,
         count: bool,
         order: bool,
+        dead: &mut Option<Dead>,
     ) -> Result<(u64, Locked<'_>), u64> {
         let mut l = self.index.lock(h);
-        let cur = self.find_live_locked(&mut l, h, key).ok();
+        let cur = self
+            .find_live_locked(&mut l, h, key)
+            .map_err(|found| note_dead(dead, found))
+            .ok();
         let cur_loc = cur.map(|(_, loc)| loc);
         if order {
             self.check_order(&l, cur_loc, new.cas)?;

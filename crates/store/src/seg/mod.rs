@@ -88,7 +88,7 @@ use parking_lot::Mutex;
 use crate::clock::{Clock, RelTime};
 use crate::{
     Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, EvictionListener, Fetch, GetOpts,
-    Item, Mode, SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
+    Item, Met, Mode, SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
 };
 use arena::Arena;
 use index::Index;
@@ -333,7 +333,7 @@ impl Engine for Seg {
         Fetch::Hit
     }
 
-    fn store(
+    fn store_met(
         &self,
         mode: Mode,
         key: &[u8],
@@ -341,16 +341,22 @@ impl Engine for Seg {
         exptime: RelTime,
         value: &[u8],
         opts: &StoreOpts,
-    ) -> StoreResult {
-        self.store_impl(mode, key, flags, exptime, value, opts)
+    ) -> Met<StoreResult> {
+        let mut dead = None;
+        let r = self.store_impl(mode, key, flags, exptime, value, opts, &mut dead);
+        Met { result: r, dead }
     }
 
-    fn delete(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
-        self.delete_impl(key, opts)
+    fn delete_met(&self, key: &[u8], opts: &DeleteOpts) -> Met<DeleteResult> {
+        let mut dead = None;
+        let r = self.delete_impl(key, opts, &mut dead);
+        Met { result: r, dead }
     }
 
-    fn delta(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
-        self.delta_impl(key, incr, delta, opts)
+    fn delta_met(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Met<Delta> {
+        let mut dead = None;
+        let r = self.delta_impl(key, incr, delta, opts, &mut dead);
+        Met { result: r, dead }
     }
 
     fn flush_all(&self, at: Option<RelTime>) {

@@ -23,8 +23,8 @@ use super::segments::{Desc, Life};
 use super::Seg;
 use crate::clock::RelTime;
 use crate::{
-    apply_delta, memcached_item_bytes, Counter, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch,
-    GetOpts, Item, Mode, StoreOpts, StoreResult,
+    apply_delta, memcached_item_bytes, note_dead, Counter, Dead, DeleteOpts, DeleteResult, Delta,
+    DeltaOpts, Fetch, GetOpts, Item, Mode, StoreOpts, StoreResult,
 };
 
 /// A copy of what a read-modify-write needs from the current item.
@@ -96,6 +96,7 @@ impl Seg {
             stale: pre & STALE != 0,
             token_sent: pre & TOKEN_SENT != 0,
             created,
+            replaced: None,
             lender: Some(super::Lender {
                 descs: &self.descs,
                 seg: loc.seg,
@@ -166,6 +167,8 @@ impl Seg {
         let mut pending: Option<Written> = None;
         // What the vivified item's unique must exceed (what left the partition).
         let mut after = 0;
+        // The dead item a lookup met (the first; it is unlinked then).
+        let mut dead = None;
         loop {
             let mut l = self.index.lock(h);
             let why = match self.find_live_locked(&mut l, h, key) {
@@ -182,6 +185,7 @@ impl Seg {
                 }
                 Err(why) => why,
             };
+            note_dead(&mut dead, why);
             let Some(ttl) = opts.vivify else {
                 return why;
             };
@@ -200,7 +204,11 @@ impl Seg {
                 // SAFETY: just linked in the locked partition.
                 let (d, v) = unsafe { self.descs.view(new_loc) };
                 let pre = v.state();
-                if visit(self.item(new_loc, d, &v, pre, true)) {
+                let created = Item {
+                    replaced: dead,
+                    ..self.item(new_loc, d, &v, pre, true)
+                };
+                if visit(created) {
                     v.set_bits(TOKEN_SENT);
                 }
                 // memcached's mg bumps the item it vivified too (do_item_bump after
@@ -224,7 +232,12 @@ impl Seg {
                 Some(w) => pending = Some(w),
                 None => {
                     self.counters.outofmemory.fetch_add(1, Ordering::Relaxed);
-                    return why;
+                    // The lookup's answer: what it met first (now unlinked).
+                    return match dead {
+                        Some(Dead::Expired) => Fetch::Expired,
+                        Some(Dead::Flushed) => Fetch::Flushed,
+                        None => why,
+                    };
                 }
             }
         }
@@ -255,13 +268,14 @@ impl Seg {
         // The same version (a touch keeps the unique): no order to check.
         if let Some(written) = self.write_or_oom(&new, 0) {
             // A failed link means a writer replaced the item meanwhile: see above.
-            let _ = self.link_if_current(h, key, Some(loc), written, false, false);
+            let _ = self.link_if_current(h, key, Some(loc), written, false, false, &mut None);
         }
     }
 
     /// Every storage mode. Reads the current item without a lock, builds the new one
     /// without a lock, then links it if the item it was built from is still current
-    /// (else starts over), so no lock is held while allocating.
+    /// (else starts over), so no lock is held while allocating. A dead item met on
+    /// the way is noted in `dead`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn store_impl(
         &self,
@@ -271,6 +285,7 @@ impl Seg {
         exptime: RelTime,
         value: &[u8],
         opts: &StoreOpts,
+        dead: &mut Option<Dead>,
     ) -> StoreResult {
         let h = self.hash(key);
         // compare_cas turns set/replace into a CAS store; add never compares.
@@ -288,7 +303,10 @@ impl Seg {
         loop {
             let old = match mode {
                 Mode::Set => None,
-                _ => self.snapshot(h, key, copy_value).ok(),
+                _ => self
+                    .snapshot(h, key, copy_value)
+                    .map_err(|found| note_dead(dead, found))
+                    .ok(),
             };
             let mut new_exptime = exptime;
             let mut new_state = self.new_state();
@@ -299,7 +317,8 @@ impl Seg {
                 (Mode::Add, Some(o)) => {
                     // memcached refreshes the existing item on a failed add.
                     let mut l = self.index.lock(h);
-                    if let Ok((_, loc)) = self.find_live_locked(&mut l, h, key) {
+                    let cur = self.find_live_locked(&mut l, h, key);
+                    if let Ok((_, loc)) = cur.map_err(|found| note_dead(dead, found)) {
                         if loc == o.loc {
                             // SAFETY: linked in the locked partition.
                             let v = unsafe { self.descs.view(loc) }.1;
@@ -372,7 +391,7 @@ impl Seg {
             let Some(written) = self.write_or_oom(&new, after) else {
                 if mode == Mode::Set {
                     // memcached drops the old value when a set cannot be stored.
-                    self.delete_impl(key, &DeleteOpts::default());
+                    self.delete_impl(key, &DeleteOpts::default(), dead);
                 }
                 return StoreResult::OutOfMemory;
             };
@@ -380,7 +399,10 @@ impl Seg {
                 // Set replaces whatever is there.
                 Mode::Set => {
                     let mut l = self.index.lock(h);
-                    let cur = self.find_live_locked(&mut l, h, key).ok();
+                    let cur = self
+                        .find_live_locked(&mut l, h, key)
+                        .map_err(|found| note_dead(dead, found))
+                        .ok();
                     let cur_loc = cur.map(|c| c.1);
                     if new_cas.is_some() {
                         self.keep_past(&mut l, cur_loc, written.cas);
@@ -397,7 +419,8 @@ impl Seg {
                 }
                 _ => old.as_ref().map(|o| o.loc),
             };
-            match self.link_if_current(h, key, expect, written, true, new_cas.is_none()) {
+            let order = new_cas.is_none();
+            match self.link_if_current(h, key, expect, written, true, order, dead) {
                 Ok((cas, _)) => return StoreResult::Stored(cas),
                 Err(need) => hint = need,
             }
@@ -406,13 +429,22 @@ impl Seg {
         }
     }
 
-    /// [`crate::Engine::delete`].
-    pub(super) fn delete_impl(&self, key: &[u8], opts: &DeleteOpts) -> DeleteResult {
+    /// [`crate::Engine::delete`]; a dead item met on the way is noted in `dead`.
+    pub(super) fn delete_impl(
+        &self,
+        key: &[u8],
+        opts: &DeleteOpts,
+        dead: &mut Option<Dead>,
+    ) -> DeleteResult {
         let h = self.hash(key);
         if !opts.invalidate {
             let mut l = self.index.lock(h);
-            let Ok((pos, loc)) = self.find_live_locked(&mut l, h, key) else {
-                return DeleteResult::NotFound;
+            let (pos, loc) = match self.find_live_locked(&mut l, h, key) {
+                Ok(found) => found,
+                Err(found) => {
+                    note_dead(dead, found);
+                    return DeleteResult::NotFound;
+                }
             };
             if let Some(c) = opts.compare_cas {
                 // SAFETY: linked in the locked partition.
@@ -427,8 +459,12 @@ impl Seg {
         // md I: a stale copy with a new CAS replaces the item.
         let mut hint = 0;
         loop {
-            let Ok(old) = self.snapshot(h, key, true) else {
-                return DeleteResult::NotFound;
+            let old = match self.snapshot(h, key, true) {
+                Ok(old) => old,
+                Err(found) => {
+                    note_dead(dead, found);
+                    return DeleteResult::NotFound;
+                }
             };
             if opts.compare_cas.is_some_and(|c| c != old.cas) {
                 return DeleteResult::Exists;
@@ -458,15 +494,22 @@ impl Seg {
                 return DeleteResult::NotFound;
             };
             let order = opts.new_cas.is_none();
-            match self.link_if_current(h, key, Some(old.loc), written, false, order) {
+            match self.link_if_current(h, key, Some(old.loc), written, false, order, dead) {
                 Ok((cas, _)) => return DeleteResult::Invalidated(cas),
                 Err(need) => hint = need,
             }
         }
     }
 
-    /// [`crate::Engine::delta`].
-    pub(super) fn delta_impl(&self, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
+    /// [`crate::Engine::delta`]; a dead item met on the way is noted in `dead`.
+    pub(super) fn delta_impl(
+        &self,
+        key: &[u8],
+        incr: bool,
+        delta: u64,
+        opts: &DeltaOpts,
+        dead: &mut Option<Dead>,
+    ) -> Delta {
         let h = self.hash(key);
         let new_cas = opts.new_cas.filter(|_| self.use_cas);
         let order = new_cas.is_none();
@@ -474,7 +517,8 @@ impl Seg {
         loop {
             let old = match self.snapshot(h, key, true) {
                 Ok(old) => old,
-                Err(_) => {
+                Err(found) => {
+                    note_dead(dead, found);
                     let Some(viv) = opts.vivify else {
                         return Delta::NotFound;
                     };
@@ -490,7 +534,7 @@ impl Seg {
                     let Some(written) = self.write_or_oom(&new, hint) else {
                         return Delta::OutOfMemory;
                     };
-                    match self.link_if_current(h, key, None, written, true, order) {
+                    match self.link_if_current(h, key, None, written, true, order, dead) {
                         Ok((cas, _)) => {
                             return Delta::Value(Counter {
                                 value: viv.initial,
@@ -545,7 +589,8 @@ impl Seg {
             let Some(written) = self.write_or_oom(&new, after) else {
                 return Delta::OutOfMemory;
             };
-            match self.link_if_current(h, key, Some(old.loc), written, !in_place, order) {
+            let count = !in_place;
+            match self.link_if_current(h, key, Some(old.loc), written, count, order, dead) {
                 Ok((cas, _)) => {
                     return Delta::Value(Counter {
                         value: n,

@@ -36,6 +36,7 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "no_slab_automove",
     "slab_automove_ratio",
     "slab_automove_window",
+    "slab_automove_freeratio",
     "tail_repair_time",
     "hash_algorithm",
     "lru_crawler",
