@@ -294,6 +294,9 @@ impl Session {
                         next2 = parse_ahead(&input[end..], &self.cfg, cx);
                     }
                 }
+                if let Ok(Request::Admin(Admin::Crawl { .. })) = parsed {
+                    self.resume.stacked = replies_stacked(&input[..pos], &self.cfg);
+                }
                 let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
                 if !matches!(
                     step,
@@ -578,12 +581,13 @@ impl Session {
     }
 }
 
-/// memcached's `resp_has_stack` at a `watch` that follows `before` in one batch:
+/// memcached's `resp_has_stack` at a `watch` (or a key dump) that follows `before`
+/// in one batch:
 /// does memcached still hold replies of those requests? `mn` writes every reply so
 /// far out at once; any other request leaves its reply (even an empty `noreply`
 /// one) queued, a text get included (1.6.35's get batches with what follows it:
-/// `process_get_command` goes on to `conn_new_cmd`). Called only for `watch`:
-/// `before` is parsed again.
+/// `process_get_command` goes on to `conn_new_cmd`). Called only for `watch` and
+/// `lru_crawler`: `before` is parsed again.
 fn replies_stacked(before: &[u8], cfg: &text::Config) -> bool {
     let mut stacked = false;
     let mut pos = 0;

@@ -433,11 +433,40 @@ fn mgdump_and_pipelining_after_a_dump() {
     assert_eq!(lines, want);
     let version = String::from_utf8(c.read_line()).expect("utf-8");
     assert!(version.starts_with("VERSION "), "{version}");
+    // The version's reply is still queued when the second dump comes.
+    c.expect(b"ERROR cannot pipeline other commands before metadump\r\nMN\r\n");
+    c.send(b"lru_crawler metadump all\r\n");
     c.expect(b"OK\r\n");
     let dump = String::from_utf8(c.read_line()).expect("utf-8");
     assert!(dump.ends_with("\nEND"), "{dump}");
     assert_eq!(dump.lines().count(), 3, "{dump}");
-    c.expect(b"MN\r\n");
+}
+
+/// memcached 1.6.45 refuses a key dump while replies of earlier requests in the
+/// same batch are still queued (`resp_has_stack`), as it refuses `watch`; after
+/// `mn`, which writes them out, the dump runs.
+#[test]
+fn dumps_after_queued_replies_are_refused() {
+    let s = Server::tcp(&[]);
+    let mut c = s.connect();
+    let rows: &[(&[u8], &[u8])] = &[
+        (
+            b"mg nokey v\r\nlru_crawler metadump all\r\nmn\r\n",
+            b"EN\r\nERROR cannot pipeline other commands before metadump\r\nMN\r\n",
+        ),
+        (
+            b"set a 0 0 1 noreply\r\nx\r\nlru_crawler mgdump hash\r\nmn\r\n",
+            b"ERROR cannot pipeline other commands before mgdump\r\nMN\r\n",
+        ),
+        (
+            b"get a\r\nlru_crawler mgdump hash\r\nmn\r\n",
+            b"VALUE a 0 1\r\nx\r\nEND\r\nERROR cannot pipeline other commands before mgdump\r\nMN\r\n",
+        ),
+        (b"mn\r\nlru_crawler mgdump hash\r\n", b"MN\r\nOK\r\nmg a\r\nEN\r\n"),
+    ];
+    for (req, want) in rows {
+        c.call(req, want);
+    }
 }
 
 /// A dump bigger than any buffer streams: the server produces it as the client
@@ -825,4 +854,23 @@ fn stats_conns_names_connection_states() {
         }
     }
     panic!("stats conns states: want {want:?}, got {got:?}");
+}
+
+/// `-o no_lru_crawler` and `-o no_modern` start without the LRU crawler, as in
+/// memcached: `stats settings` says so, key dumps are refused until `lru_crawler
+/// enable`, and then they run.
+#[test]
+fn no_lru_crawler_starts_it_off() {
+    for opt in ["no_lru_crawler", "no_modern"] {
+        let s = Server::tcp(&["-o", opt]);
+        let mut c = s.connect();
+        assert_eq!(c.stats("settings")["lru_crawler"], "no", "{opt}");
+        c.call(
+            b"lru_crawler metadump all\r\n",
+            b"CLIENT_ERROR lru crawler disabled\r\n",
+        );
+        c.call(b"lru_crawler enable\r\n", b"OK\r\n");
+        assert_eq!(c.stats("settings")["lru_crawler"], "yes", "{opt}");
+        c.call(b"lru_crawler metadump all\r\n", b"OK\r\nEND\r\n");
+    }
 }

@@ -37,6 +37,11 @@ pub const CRAWLER_ERROR: &[u8] = b"ERROR an unknown error happened\r\n";
 pub const CRAWLER_ENABLE_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
 pub const CRAWLER_SLEEP_TOO_LONG: &[u8] = b"CLIENT_ERROR sleep must be one second or less\r\n";
 pub const METADUMP_NOT_ALLOWED: &[u8] = b"ERROR metadump not allowed\r\n";
+/// A key dump after requests whose replies are still queued (memcached 1.6.45's
+/// `resp_has_stack` check, as for `watch`).
+pub const CANNOT_PIPELINE_METADUMP: &[u8] =
+    b"ERROR cannot pipeline other commands before metadump\r\n";
+pub const CANNOT_PIPELINE_MGDUMP: &[u8] = b"ERROR cannot pipeline other commands before mgdump\r\n";
 /// `-X` refusing `lru_crawler mgdump` (memcached 1.6.19).
 pub const KEY_DUMP_NOT_ALLOWED: &[u8] = b"ERROR key dump not allowed\r\n";
 

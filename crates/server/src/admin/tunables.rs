@@ -68,10 +68,11 @@ pub struct Tunables {
 }
 
 impl Tunables {
-    /// The start-up values; `track_sizes` is `-o track_sizes`.
-    pub fn new(track_sizes: bool) -> Tunables {
+    /// The start-up values; `track_sizes` is `-o track_sizes`, `crawler` whether
+    /// the LRU crawler starts on.
+    pub fn new(track_sizes: bool, crawler: bool) -> Tunables {
         Tunables {
-            crawler: AtomicBool::new(true),
+            crawler: AtomicBool::new(crawler),
             crawler_sleep_us: AtomicU32::new(100),
             crawler_tocrawl: AtomicU32::new(0),
             crawler_starts: AtomicU64::new(0),

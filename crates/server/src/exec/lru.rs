@@ -21,7 +21,7 @@ use memcrab_proto::text::meta::reply::{mgdump_line, EN};
 use memcrab_proto::text::reply;
 use memcrab_store::WalkCursor;
 
-use super::Flow;
+use super::{Flow, Resume};
 use crate::server::Ctx;
 
 /// Items a dump shows per turn before it lets the connection's other work run (the
@@ -50,9 +50,10 @@ pub fn execute(
     a: Admin,
     cx: &Ctx<'_>,
     out: &mut Vec<u8>,
-    walk: &mut Option<WalkCursor>,
+    resume: &mut Resume,
     out_limit: usize,
 ) -> Flow {
+    let walk = &mut resume.walk;
     let t = &cx.server.tunables;
     let answer = |out: &mut Vec<u8>, noreply: bool, r: &[u8]| {
         if !noreply {
@@ -76,6 +77,13 @@ pub fn execute(
             };
             if !refused.is_empty() && !cx.server.settings.dump_enabled {
                 out.extend_from_slice(refused);
+                return Flow::Next;
+            }
+            if kind != CrawlKind::Crawl && resume.stacked {
+                out.extend_from_slice(match kind {
+                    CrawlKind::Mgdump => reply::CANNOT_PIPELINE_MGDUMP,
+                    _ => reply::CANNOT_PIPELINE_METADUMP,
+                });
                 return Flow::Next;
             }
             match classes {

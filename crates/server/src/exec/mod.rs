@@ -82,6 +82,10 @@ pub struct Resume {
     pub keys: usize,
     /// Where a key dump's walk of the store stands (`lru_crawler metadump`/`mgdump`).
     pub walk: Option<WalkCursor>,
+    /// Before a key dump: replies of earlier requests in its batch are still
+    /// queued (memcached's `resp_has_stack`), so it is refused. Set by the request
+    /// step for `lru_crawler` requests only.
+    pub stacked: bool,
 }
 
 /// What a lookup showed of the item it found: its size and class, as `watch`

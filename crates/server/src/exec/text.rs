@@ -118,7 +118,7 @@ pub fn execute(
         }
         // The request step hands meta requests to exec/meta.rs; none come here.
         Request::Meta(_) => {}
-        Request::Admin(a) => return super::lru::execute(a, cx, out, &mut resume.walk, out_limit),
+        Request::Admin(a) => return super::lru::execute(a, cx, out, resume, out_limit),
         Request::Quit => return Flow::Quit,
         Request::Shutdown { mode, noreply } => match admin::shutdown(cx, mode) {
             Shutdown::Started => return Flow::Quit,

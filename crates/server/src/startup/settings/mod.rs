@@ -106,6 +106,8 @@ pub struct Settings {
     pub dump_enabled: bool,
     /// `-o track_sizes`: `stats sizes` is enabled from the start.
     pub track_sizes: bool,
+    /// The LRU crawler is on at start (`-o no_lru_crawler` or `no_modern`: off).
+    pub lru_crawler: bool,
     /// `false` with `-W`: `watch` is refused.
     pub watch_enabled: bool,
     /// `-o watcher_logbuf_size` (given in kilobytes): the log lines a watcher may have
@@ -206,6 +208,7 @@ impl Default for Settings {
             flush_enabled: true,
             dump_enabled: true,
             track_sizes: false,
+            lru_crawler: true,
             watch_enabled: true,
             watcher_buf_bytes: WATCHER_BUF_BYTES_DEFAULT,
             verbose: 0,

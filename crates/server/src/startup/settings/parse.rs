@@ -39,8 +39,6 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "slab_automove_freeratio",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_crawler",
-    "no_lru_crawler",
     "lru_crawler_sleep",
     "lru_crawler_tocrawl",
     "lru_maintainer",
@@ -56,7 +54,6 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     "no_inline_ascii_resp",
     "inline_ascii_resp",
     "modern",
-    "no_modern",
     "no_chunked_items",
     "no_drop_privileges",
     "drop_privileges",
@@ -392,6 +389,12 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 s.hash_power = hp;
             }
             "track_sizes" => s.track_sizes = true,
+            // memcached: `no_lru_crawler` (and `no_modern`, the 1.4 defaults) start
+            // without the LRU crawler (`stats settings`: `lru_crawler no`; key dumps
+            // answer that it is disabled until `lru_crawler enable`); the rest of
+            // what `no_modern` changes tunes machines memcrab does not have.
+            "lru_crawler" => s.lru_crawler = true,
+            "no_lru_crawler" | "no_modern" => s.lru_crawler = false,
             "watcher_logbuf_size" => {
                 let kib: usize = num("-o watcher_logbuf_size", need(name)?)?;
                 s.watcher_buf_bytes = kib
