@@ -31,7 +31,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
-use crate::exec::probe::Probe;
+use crate::exec::probe::{self, Mark, Probe, Source};
 use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
 use crate::server::Ctx;
@@ -119,6 +119,10 @@ pub struct Session {
     /// Where the `watch` that ended the last batch ([`Stop::Watch`]) starts in that
     /// `serve` call's input.
     watch_at: Option<usize>,
+    /// Where the next request's latency interval starts: the request clock's
+    /// reading at the start of this `serve` (or `step`) call, then at the end of
+    /// each request timed in it (0 when nothing is timed).
+    mark: Mark,
 }
 
 impl Session {
@@ -150,6 +154,7 @@ impl Session {
             swallow: 0,
             resume: Resume::default(),
             watch_at: None,
+            mark: 0,
         }
     }
 
@@ -169,7 +174,20 @@ impl Session {
     /// Serves at most one request from the front of `input`, appending its reply to
     /// `out`. A multi-get pauses between keys once `out` is longer than `out_limit`
     /// ([`Flow::Suspend`]: nothing is consumed; call again with the same input).
+    /// The request's latency interval starts here.
     pub fn step(
+        &mut self,
+        input: &[u8],
+        cx: &Ctx<'_>,
+        out: &mut Out,
+        out_limit: usize,
+    ) -> Option<Done> {
+        self.mark = probe::now(cx);
+        self.step_on(input, cx, out, out_limit)
+    }
+
+    /// [`Session::step`] with the latency interval starting at `self.mark`.
+    fn step_on(
         &mut self,
         input: &[u8],
         cx: &Ctx<'_>,
@@ -192,7 +210,7 @@ impl Session {
         }
         match self.proto {
             Proto::Ascii => match text::parse(input, &self.cfg) {
-                Some(parsed) => self.run_text(parsed, input.len(), cx, out, out_limit),
+                Some(parsed) => self.run_text(parsed, input, cx, out, out_limit),
                 None => None,
             },
             Proto::Binary => self.binary_step(input, cx, out),
@@ -203,13 +221,19 @@ impl Session {
                 } else {
                     Proto::Ascii
                 };
-                self.step(input, cx, out, out_limit)
+                self.step_on(input, cx, out, out_limit)
             }
         }
     }
 
     /// Serves requests from the front of `input` while `budget` lasts (each request
     /// costs one) and `out` is at most `out_limit` bytes long.
+    ///
+    /// The request clock is read once here and once as each request's reply is
+    /// queued: a request's latency interval runs from the end of the one before it
+    /// in this call (the first: from this call's start) to its own reply queued, so
+    /// it covers its parse, its execution, and the parse-ahead done for the
+    /// requests after it; a parse error's time falls in the next request's.
     ///
     /// Pipelined text requests overlap their cache misses: while request i executes,
     /// request i+1 (parsed one step earlier, its index bucket prefetched then) has
@@ -233,6 +257,7 @@ impl Session {
         // memcached reuses one auth response object until it transmits; a batch is
         // what is sent at once.
         self.auth_reply_at = None;
+        self.mark = probe::now(cx);
         let mut pos = 0;
         let mut next1: Option<text::Parsed<'_>> = None;
         let mut next2: Option<text::Parsed<'_>> = None;
@@ -273,7 +298,7 @@ impl Session {
                         next2 = parse_ahead(&input[end..], &self.cfg, cx);
                     }
                 }
-                let step = self.run_text((parsed, consumed), rest.len(), cx, out, out_limit);
+                let step = self.run_text((parsed, consumed), rest, cx, out, out_limit);
                 if !matches!(
                     step,
                     Some(Done {
@@ -285,7 +310,7 @@ impl Session {
                 }
                 step
             } else {
-                self.step(rest, cx, out, out_limit)
+                self.step_on(rest, cx, out, out_limit)
             };
             let Some(Done {
                 consumed,
@@ -323,13 +348,13 @@ impl Session {
         }
     }
 
-    /// Executes a parsed text request (or answers its parse error). `available` is
-    /// the input's length, all of which a [`Flow::Hangup`] consumes.
-    #[inline]
+    /// Executes a parsed text request (or answers its parse error), which is at the
+    /// front of `input`, all of which a [`Flow::Close`] consumes.
+    #[inline(always)]
     fn run_text(
         &mut self,
         (parsed, consumed): text::Parsed<'_>,
-        available: usize,
+        input: &[u8],
         cx: &Ctx<'_>,
         out: &mut Out,
         out_limit: usize,
@@ -367,11 +392,12 @@ impl Session {
                 }
                 // memcached 1.6.45 closes at once: replies to earlier requests of the
                 // same read are dropped with the rest.
-                Action::Close => (available, Flow::Close),
+                Action::Close => (input.len(), Flow::Close),
             },
         };
         if let Some(p) = probe {
-            p.done(cx, out, &flow);
+            let cfg = &self.cfg;
+            self.mark = p.done(cx, out, &flow, self.mark, || Source::Text(input, cfg));
         }
         Some(Done {
             consumed,
@@ -440,10 +466,11 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
-        let probe = Probe::binary(cx, &req, value_len, out);
+        let probe = Probe::binary(cx, &req, out);
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
         if let Some(p) = probe {
-            p.done(cx, out, &flow);
+            let at = || Source::Binary(key, value_len);
+            self.mark = p.done(cx, out, &flow, self.mark, at);
         }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;

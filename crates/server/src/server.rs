@@ -216,14 +216,14 @@ impl Server {
 pub struct WorkerObs {
     pub latencies: Latencies,
     pub hotkeys: HotKeys,
-    /// [`Observe::timed`].
+    /// Requests are timed: latency histograms on, or a slow log threshold set.
     pub timed: bool,
     /// [`Observe::latency`].
     pub latency: bool,
     /// [`Observe::hotkeys`].
     pub sample: bool,
-    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
-    /// its key until it is timed.
+    /// A slow log threshold is set (`-o slowlog_us` above 0): each timed request is
+    /// compared with it.
     pub slowlog_on: bool,
     /// [`Observe::ticks`].
     pub ticks: Ticks,
@@ -244,8 +244,6 @@ pub struct WorkerObs {
 pub struct Observe {
     /// Anything is measured: `timed || hotkeys` (the request step's one check).
     pub any: bool,
-    /// Requests are timed: latency histograms on, or a slow log threshold set.
-    pub timed: bool,
     /// Histograms recorded (`-o latency=on`, the default).
     pub latency: bool,
     /// Hot keys sampled (`-o hotkeys=on`, the default).
@@ -271,13 +269,12 @@ impl Observe {
         };
         Observe {
             any: timed || hotkeys,
-            timed,
             latency,
             hotkeys,
             ticks,
             workers: (0..workers)
                 .map(|w| WorkerObs {
-                    latencies: Latencies::default(),
+                    latencies: Latencies::new(ticks),
                     hotkeys: HotKeys::new(w as u64 + 1),
                     timed,
                     latency,
@@ -337,9 +334,9 @@ mod tests {
     #[test]
     fn off_means_untimed() {
         let o = Observe::new(2, false, false, 0, 4);
-        assert!(!o.timed && o.workers.len() == 2);
+        assert!(!o.workers[0].timed && o.workers.len() == 2);
         assert!(
-            Observe::new(1, false, true, 5, 4).timed,
+            Observe::new(1, false, true, 5, 4).workers[0].timed,
             "the slow log times"
         );
     }

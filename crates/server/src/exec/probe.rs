@@ -30,7 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use memcrab_proto::binary::{Request as BinRequest, StoreKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
-use memcrab_proto::text::{Keys, Request, StoreCmd};
+use memcrab_proto::text::{Config, Keys, Request, StoreCmd};
 
 use super::Flow;
 use crate::admin::latency::{
@@ -39,33 +39,22 @@ use crate::admin::latency::{
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
-/// One request in flight: what it is, and when it started. Small, so that it stays
-/// in registers across the executor call; the key is kept only when needed.
-pub struct Probe<'r> {
-    /// The clock reading at the start (0 when not timed).
-    start: u64,
+/// One request in flight: its series, and what its record needs after the
+/// executor. Two words, so that it is returned and kept in registers; the key is
+/// not kept (a sampled or slow request finds it again in the request's bytes, which
+/// outlive the step), nor, for a sampled read, the output's length before (the
+/// worker's `HotKeys` keeps it).
+pub struct Probe {
     /// Its latency series (for a read, the hit's).
-    series: usize,
+    series: u32,
+    /// Hot keys sample this request.
+    sampled: bool,
     /// For a read, `get_hits + touch_hits` before; else [`NOT_READ`].
     hits: u64,
-    /// The key and what hot keys count: only when hot keys sample this request or
-    /// the slow log is on.
-    keep: Option<Keep<'r>>,
 }
 
 /// `Probe::hits` of a request that is not a read.
 const NOT_READ: u64 = u64::MAX;
-
-/// What a sampled (or possibly slow) request keeps for after its execution.
-struct Keep<'r> {
-    key: Key<'r>,
-    /// A write's value bytes.
-    stored: usize,
-    /// The output's length before, for a read's reply bytes.
-    out: usize,
-    /// Hot keys sample this request.
-    sampled: bool,
-}
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
 #[derive(Clone)]
@@ -84,10 +73,27 @@ impl<'r> Key<'r> {
     }
 }
 
-impl<'r> Probe<'r> {
+/// The request clock's reading that starts a request's interval: the end of the
+/// previous request in the same batch, or the batch's start ([`now`]); 0 when
+/// nothing is timed.
+pub type Mark = u64;
+
+/// A reading of this worker's request clock, where requests are timed (else 0).
+#[inline(always)]
+pub fn now(cx: &Ctx<'_>) -> Mark {
+    match cx.obs {
+        Some(w) if w.timed => w.ticks.now(),
+        _ => 0,
+    }
+}
+
+impl Probe {
     /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
-    #[inline(always)]
-    pub fn text(cx: &Ctx<'_>, req: &Request<'r>, out: &Out) -> Option<Self> {
+    /// Kept out of line: inlined into the request step, it made the compiler copy
+    /// the parsed request before its executor (some 30 instructions a request, with
+    /// measurement on or off).
+    #[inline(never)]
+    pub fn text(cx: &Ctx<'_>, req: &Request<'_>, out: &Out) -> Option<Self> {
         let w = cx.obs?;
         let (base, kind) = match req {
             Request::Get { touch: None, .. } => (TEXT, GET),
@@ -100,112 +106,146 @@ impl<'r> Probe<'r> {
             Request::Meta(m) => (META, meta(m)),
             _ => (TEXT, OTHER),
         };
-        Some(Probe::start(cx, w, base, kind, out, &|| text_key(req)))
+        Some(Probe::start(cx, w, base, kind, out))
     }
 
-    /// A probe for a decoded binary request whose value is `value_len` bytes.
+    /// A probe for a decoded binary request.
     #[inline]
-    pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'r>, value_len: usize, out: &Out) -> Option<Self> {
+    pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'_>, out: &Out) -> Option<Self> {
         let w = cx.obs?;
-        let (offset, key, stored) = match *req {
+        let offset = match *req {
             BinRequest::Get {
-                key,
-                touch,
-                no_value,
-                ..
+                touch, no_value, ..
             } => match (touch, no_value) {
-                (None, _) => (GET, key, 0),
-                (Some(_), true) => (TOUCH, key, 0),
-                (Some(_), false) => (GAT, key, 0),
+                (None, _) => GET,
+                (Some(_), true) => TOUCH,
+                (Some(_), false) => GAT,
             },
-            BinRequest::Store { kind, key, cas, .. } => {
-                let cas = cas != 0 && kind != StoreKind::Add;
-                (if cas { CAS } else { SET }, key, value_len)
+            BinRequest::Store { kind, cas, .. } => {
+                if cas != 0 && kind != StoreKind::Add {
+                    CAS
+                } else {
+                    SET
+                }
             }
-            BinRequest::Delete { key, .. } => (DELETE, key, 0),
-            BinRequest::Arith { key, incr, .. } => (if incr { INCR } else { DECR }, key, 0),
-            _ => (OTHER, &[][..], 0),
+            BinRequest::Delete { .. } => DELETE,
+            BinRequest::Arith { incr, .. } => {
+                if incr {
+                    INCR
+                } else {
+                    DECR
+                }
+            }
+            _ => OTHER,
         };
-        Some(Probe::start(cx, w, BINARY, offset, out, &|| {
-            (Key::One(key), stored)
-        }))
+        Some(Probe::start(cx, w, BINARY, offset, out))
     }
 
     #[inline(always)]
-    fn start(
-        cx: &Ctx<'_>,
-        w: &WorkerObs,
-        base: usize,
-        kind: usize,
-        out: &Out,
-        key: &dyn Fn() -> (Key<'r>, usize),
-    ) -> Self {
+    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize, out: &Out) -> Self {
         let read = latency::is_read(kind);
         let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
-        let keep = (sampled || w.slowlog_on).then(|| {
-            let (key, stored) = key();
-            Keep {
-                key,
-                stored,
-                out: out.len(),
-                sampled,
-            }
-        });
+        if sampled {
+            w.hotkeys.start_sample(out.len());
+        }
         Probe {
-            start: if w.timed { w.ticks.now() } else { 0 },
-            series: base + kind,
+            series: (base + kind) as u32,
+            sampled,
             hits: if read { hits(cx) } else { NOT_READ },
-            keep,
         }
     }
 
-    /// The reply is queued (or the request ended as `flow` says): record.
+    /// The reply is queued (or the request ended as `flow` says): records the
+    /// interval from `start` to now, and returns now (the next request's start).
+    /// `key` says where the request's key(s) and value bytes are found again, for a
+    /// sampled request, or any when the slow log is on.
     #[inline(always)]
-    pub fn done(self, cx: &Ctx<'_>, out: &Out, flow: &Flow) {
+    pub fn done<'r>(
+        self,
+        cx: &Ctx<'_>,
+        out: &Out,
+        flow: &Flow,
+        start: Mark,
+        key: impl FnOnce() -> Source<'r>,
+    ) -> Mark {
         if *flow == Flow::Suspend {
-            return;
+            return start;
         }
-        let Some(w) = cx.obs else { return };
-        let mut series = self.series;
-        let read = self.hits != NOT_READ;
-        if read {
+        let Some(w) = cx.obs else { return start };
+        let mut series = self.series as usize;
+        if self.hits != NOT_READ {
             series += usize::from(hits(cx) == self.hits);
         }
-        let mut ns = 0;
+        let mut end = start;
         if w.timed {
-            ns = w.ticks.ns(self.start, w.ticks.now());
+            end = w.ticks.now();
             if w.latency {
-                w.latencies.record(series, ns);
+                w.latencies.record(series, end.saturating_sub(start));
             }
         }
-        if let Some(keep) = self.keep {
-            kept(cx, w, keep, series, read, ns, out.len());
+        if self.sampled || w.slowlog_on {
+            kept(
+                cx,
+                w,
+                self,
+                key(),
+                series,
+                w.ticks.ns(start, end),
+                out.len(),
+            );
         }
+        end
     }
 }
 
-/// After a request that kept its key: the slow log, and the hot keys when sampled.
+/// After a sampled request, or any while the slow log is on: the slow log when it
+/// took `ns` or longer, and the hot keys when sampled.
 #[cold]
 #[inline(never)]
 fn kept(
     cx: &Ctx<'_>,
     w: &WorkerObs,
-    keep: Keep<'_>,
+    probe: Probe,
+    source: Source<'_>,
     series: usize,
-    read: bool,
     ns: u64,
     out: usize,
 ) {
-    if cx.server.observe.timed && cx.server.observe.slowlog.is_slow_ns(ns) {
-        slow(cx, series, keep.key.first(), ns / 1000);
+    let slow = w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns);
+    if !slow && !probe.sampled {
+        return;
     }
-    if keep.sampled {
+    let (key, stored) = match source {
+        Source::Text(input, cfg) => text_key_in(input, cfg),
+        Source::Binary(key, value_len) => (Key::One(key), value_len),
+    };
+    if slow {
+        slow_request(cx, series, key.first(), ns / 1000);
+    }
+    if probe.sampled {
+        let read = probe.hits != NOT_READ;
         let bytes = if read {
-            out.saturating_sub(keep.out)
+            w.hotkeys.reply_bytes(out)
         } else {
-            keep.stored
+            stored as u64
         };
-        note(w, read, keep.key, bytes as u64);
+        note(w, read, key, bytes);
+    }
+}
+
+/// Where a finished request's key(s) are found again: a text request at the front
+/// of this input (parsed again with this configuration: the request itself went to
+/// its executor), or a binary request's key and value length.
+pub enum Source<'r> {
+    Text(&'r [u8], &'r Config),
+    Binary(&'r [u8], usize),
+}
+
+/// The key(s) and value bytes of the text request at the front of `input`.
+fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> (Key<'r>, usize) {
+    match memcrab_proto::text::parse(input, cfg) {
+        Some((Ok(req), _)) => text_key(&req),
+        _ => (Key::One(&[]), 0),
     }
 }
 
@@ -278,7 +318,7 @@ fn note(w: &WorkerObs, read: bool, key: Key<'_>, bytes: u64) {
 /// Logs a slow request, and streams it to `watch slowlog`.
 #[cold]
 #[inline(never)]
-fn slow(cx: &Ctx<'_>, series: usize, key: &[u8], us: u64) {
+fn slow_request(cx: &Ctx<'_>, series: usize, key: &[u8], us: u64) {
     let fd = cx.fd.get();
     let client = cx
         .server
