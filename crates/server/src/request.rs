@@ -31,7 +31,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
-use crate::exec::probe::{self, Mark, Probe, Source};
+use crate::exec::probe::{Batch, Probe, Source};
 use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
 use crate::server::Ctx;
@@ -119,10 +119,9 @@ pub struct Session {
     /// Where the `watch` that ended the last batch ([`Stop::Watch`]) starts in that
     /// `serve` call's input.
     watch_at: Option<usize>,
-    /// Where the next request's latency interval starts: the request clock's
-    /// reading at the start of this `serve` (or `step`) call, then at the end of
-    /// each request timed in it (0 when nothing is timed).
-    mark: Mark,
+    /// The requests of this `serve` (or `step`) call still to record in the
+    /// latency histograms, and when the call started.
+    batch: Batch,
 }
 
 impl Session {
@@ -154,7 +153,7 @@ impl Session {
             swallow: 0,
             resume: Resume::default(),
             watch_at: None,
-            mark: 0,
+            batch: Batch::default(),
         }
     }
 
@@ -174,7 +173,7 @@ impl Session {
     /// Serves at most one request from the front of `input`, appending its reply to
     /// `out`. A multi-get pauses between keys once `out` is longer than `out_limit`
     /// ([`Flow::Suspend`]: nothing is consumed; call again with the same input).
-    /// The request's latency interval starts here.
+    /// The request is timed alone.
     pub fn step(
         &mut self,
         input: &[u8],
@@ -182,11 +181,13 @@ impl Session {
         out: &mut Out,
         out_limit: usize,
     ) -> Option<Done> {
-        self.mark = probe::now(cx);
-        self.step_on(input, cx, out, out_limit)
+        self.batch.begin(cx);
+        let done = self.step_on(input, cx, out, out_limit);
+        self.batch.end(cx);
+        done
     }
 
-    /// [`Session::step`] with the latency interval starting at `self.mark`.
+    /// [`Session::step`] within a batch (`serve`'s, or `step`'s of one).
     fn step_on(
         &mut self,
         input: &[u8],
@@ -229,11 +230,11 @@ impl Session {
     /// Serves requests from the front of `input` while `budget` lasts (each request
     /// costs one) and `out` is at most `out_limit` bytes long.
     ///
-    /// The request clock is read once here and once as each request's reply is
-    /// queued: a request's latency interval runs from the end of the one before it
-    /// in this call (the first: from this call's start) to its own reply queued, so
-    /// it covers its parse, its execution, and the parse-ahead done for the
-    /// requests after it; a parse error's time falls in the next request's.
+    /// Latency: the request clock is read at this call's start and end, and each
+    /// request timed in it is recorded as an equal share of the time between
+    /// (`exec/probe.rs`, `Batch`): its parse, its execution, the parse-ahead for
+    /// the requests after it, and whatever else the call did (a parse error's
+    /// reply, discarded bytes, a paused multi-get's first keys).
     ///
     /// Pipelined text requests overlap their cache misses: while request i executes,
     /// request i+1 (parsed one step earlier, its index bucket prefetched then) has
@@ -257,7 +258,7 @@ impl Session {
         // memcached reuses one auth response object until it transmits; a batch is
         // what is sent at once.
         self.auth_reply_at = None;
-        self.mark = probe::now(cx);
+        self.batch.begin(cx);
         let mut pos = 0;
         let mut next1: Option<text::Parsed<'_>> = None;
         let mut next2: Option<text::Parsed<'_>> = None;
@@ -342,6 +343,7 @@ impl Session {
                 }
             }
         };
+        self.batch.end(cx);
         Served {
             consumed: pos,
             stop,
@@ -397,7 +399,7 @@ impl Session {
         };
         if let Some(p) = probe {
             let cfg = &self.cfg;
-            self.mark = p.done(cx, out, &flow, self.mark, || Source::Text(input, cfg));
+            p.done(cx, out, &flow, &mut self.batch, || Source::Text(input, cfg));
         }
         Some(Done {
             consumed,
@@ -470,7 +472,7 @@ impl Session {
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
         if let Some(p) = probe {
             let at = || Source::Binary(key, value_len);
-            self.mark = p.done(cx, out, &flow, self.mark, at);
+            p.done(cx, out, &flow, &mut self.batch, at);
         }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;

@@ -222,9 +222,12 @@ pub struct WorkerObs {
     pub latency: bool,
     /// [`Observe::hotkeys`].
     pub sample: bool,
-    /// A slow log threshold is set (`-o slowlog_us` above 0): each timed request is
-    /// compared with it.
+    /// A slow log threshold is set (`-o slowlog_us` above 0): each request is timed
+    /// on its own and compared with it.
     pub slowlog_on: bool,
+    /// Histograms on and no slow log: pipelined requests share their batch's time
+    /// (`exec/probe.rs`, `Batch`).
+    pub batched: bool,
     /// [`Observe::ticks`].
     pub ticks: Ticks,
 }
@@ -280,6 +283,7 @@ impl Observe {
                     latency,
                     sample: hotkeys,
                     slowlog_on: slowlog_us > 0,
+                    batched: latency && slowlog_us == 0,
                     ticks,
                 })
                 .collect(),

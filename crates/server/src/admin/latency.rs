@@ -15,8 +15,9 @@
 //! writes only its own histograms, as [`crate::admin::counters`] does); at most 10%
 //! relative error from 1 µs to 10 s (the layout below gives at most 6.25% for a
 //! bucket's bounds, 3.2% for its midpoint, which quantiles report).
-//! Non-goals: exact values; timing itself (the request step measures and calls
-//! [`Latencies::record`]).
+//! Non-goals: exact values; timing itself (the request step measures, and calls
+//! [`Latencies::record_all`] for a batch's requests or [`Latencies::record`] for
+//! one).
 //!
 //! Units: a worker records in the request clock's own units (`admin/clock.rs`:
 //! time-stamp counter ticks, or nanoseconds where that clock is not used), so that
@@ -118,8 +119,17 @@ impl Histogram {
     /// Records one request of `units`. Only the owning worker calls this.
     #[inline(always)]
     pub fn record(&self, units: u64) {
-        bump(&self.buckets[bucket_of(units)], 1);
-        bump(&self.sum, units);
+        self.record_in(bucket_of(units), units, 1);
+    }
+
+    /// Records `n` requests of `units` each, in `bucket_of(units)` (found by the
+    /// caller).
+    #[inline(always)]
+    fn record_in(&self, bucket: usize, units: u64, n: u64) {
+        if let Some(b) = self.buckets.get(bucket) {
+            bump(b, n);
+        }
+        bump(&self.sum, units.wrapping_mul(n));
         if units > self.max.load(Ordering::Relaxed) {
             self.max.store(units, Ordering::Relaxed);
         }
@@ -356,6 +366,34 @@ impl Latencies {
         }
     }
 
+    /// Records requests of the series `index` lists that took `units` each: a
+    /// pipelined batch's share. The bucket is found once, and a run of requests of
+    /// one series is recorded at once. Only the owning worker.
+    #[inline]
+    pub fn record_all(&self, index: &[u8], units: u64) {
+        let bucket = bucket_of(units);
+        let Some((&first, rest)) = index.split_first() else {
+            return;
+        };
+        let (mut series, mut run) = (first, 1);
+        for &i in rest {
+            if i == series {
+                run += 1;
+                continue;
+            }
+            self.record_run(series, bucket, units, run);
+            (series, run) = (i, 1);
+        }
+        self.record_run(series, bucket, units, run);
+    }
+
+    #[inline(always)]
+    fn record_run(&self, series: u8, bucket: usize, units: u64, n: u64) {
+        if let Some(h) = self.hists.get(usize::from(series)) {
+            h.record_in(bucket, units, n);
+        }
+    }
+
     /// Every series merged over `workers` (which share one clock), in series order.
     pub fn merged<'a>(workers: impl IntoIterator<Item = &'a Latencies>) -> Vec<Snapshot> {
         let mut out = vec![Snapshot::default(); SERIES_COUNT];
@@ -496,6 +534,23 @@ mod tests {
         }
         let sum = Latencies::merged([&l])[i].sum_ns;
         assert!((19_990..=20_010).contains(&sum), "sum: {sum} ns");
+    }
+
+    #[test]
+    fn a_batch_records_each_request_in_its_series() {
+        let l = Latencies::default();
+        let (a, b) = (TEXT + GET, TEXT + SET);
+        let batch = [a, a, a, b, a, b, b, a].map(|s| s as u8);
+        l.record_all(&batch, 3_000);
+        l.record_all(&[], 1);
+        let m = Latencies::merged([&l]);
+        for (s, n) in [(a, 5), (b, 3)] {
+            assert_eq!(m[s].count(), n);
+            assert_eq!(m[s].sum_ns, 3_000 * n);
+            assert_eq!(m[s].max_ns, 3_000);
+            assert_eq!(m[s].counts[bucket_of(3_000)], n);
+        }
+        assert_eq!(m.iter().map(Snapshot::count).sum::<u64>(), 8);
     }
 
     #[test]

@@ -1,29 +1,43 @@
 //! The request step's measurement hook: a [`Probe`] is made when a request has been
-//! parsed and finished when its reply is queued, and records what
-//! the server's `Observe` keeps: the request's time in its latency series, a
-//! sampled request's keys in the hot-key sketches, and a slow request in the slow
-//! log (and `watch slowlog`).
+//! parsed and finished when its reply is queued; it records what the server's
+//! `Observe` keeps: the request in its latency series (through the [`Batch`] of
+//! its `Session::serve` call), a sampled request's keys in the hot-key sketches,
+//! and a slow request in the slow log (and `watch slowlog`).
 //!
 //! ```text
-//!   request.rs: parsed ──► Probe::text / Probe::binary   (series, 1st clock read;
-//!                                                        the key only if sampled
-//!                                                        or the slow log is on)
-//!                           exec::{text,binary}::execute
-//!                          probe.done(cx, out, &flow)     (2nd clock read, record)
+//!   request.rs: serve ──► Batch::begin                (clock read)
+//!     each request: parsed ──► Probe::text / Probe::binary  (series; hot-key countdown)
+//!                               exec::{text,meta,binary}::execute
+//!                              probe.done(cx, out, &flow, &mut batch, key)
+//!                                 (hit or miss; the series joins the batch)
+//!   serve ends ──► Batch::end                          (clock read; each request of
+//!                                                       the batch gets 1/n of it)
 //! ```
 //!
-//! Cost, when everything is on: two reads of the time-stamp counter, a match on the
-//! request to pick its series, two counter loads for a read's hit or miss, a
-//! histogram bucket, and a countdown for hot-key sampling (a sampled request, one
-//! in `hotkeys::SAMPLE_RATE`, also copies out its key, hashes it and takes its
-//! worker's sketch locks). With `-o latency=off,hotkeys=off` and no slow log, one
-//! load and a branch. Measured in docs/benchmarks.md ("Latency histograms and hot
-//! keys: the cost").
+//! What a request's time is: the clock is read at a batch's start and end, not per
+//! request (one read of the time-stamp counter costs 15-25 ns here, 2-3% of a
+//! pipelined request's CPU by itself), and each of the batch's `n` requests is
+//! recorded as `1/n` of the time between: exact for a request served alone, its
+//! batch's average for pipelined ones. The time covers the parse, the execution,
+//! the parse-ahead for the requests after, and whatever else the batch did (a parse
+//! error's reply, discarded bytes, a paused multi-get's first keys). With the slow
+//! log on, each request is timed on its own instead (from the previous one's end),
+//! so that a slow one is found.
+//!
+//! Cost, with histograms and hot keys on (the default): per request, a call that
+//! picks the series (a match on the request), the hot-key countdown and, for a
+//! read, a load of the hit counters; after it, the hit check and a byte appended to
+//! the batch; per batch, two clock reads and a bucket increment, sum and maximum
+//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also parses its
+//! key again, hashes it and takes its worker's sketch locks. With `-o
+//! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
+//! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found (`get_hits` or `touch_hits` moved: a multi-get with any key
-//! found is a hit). A multi-get that pauses for a full output buffer is timed from
-//! its last resumption. Parse errors are not requests and are not timed.
+//! found is a hit). A multi-get that pauses for a full output buffer is recorded in
+//! the batch of its last resumption. Parse errors are not requests and are not
+//! recorded.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -40,21 +54,21 @@ use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
 /// One request in flight: its series, and what its record needs after the
-/// executor. Two words, so that it is returned and kept in registers; the key is
+/// executor. One word, so that it is returned and kept in a register; the key is
 /// not kept (a sampled or slow request finds it again in the request's bytes, which
 /// outlive the step), nor, for a sampled read, the output's length before (the
 /// worker's `HotKeys` keeps it).
 pub struct Probe {
+    /// For a read, the low 32 bits of `get_hits + touch_hits` before (a request
+    /// does not move them by 2^32).
+    hits: u32,
     /// Its latency series (for a read, the hit's).
-    series: u32,
+    series: u8,
+    /// A read: `hits` is set, and the series is the miss's if they do not move.
+    read: bool,
     /// Hot keys sample this request.
     sampled: bool,
-    /// For a read, `get_hits + touch_hits` before; else [`NOT_READ`].
-    hits: u64,
 }
-
-/// `Probe::hits` of a request that is not a read.
-const NOT_READ: u64 = u64::MAX;
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
 #[derive(Clone)]
@@ -73,25 +87,12 @@ impl<'r> Key<'r> {
     }
 }
 
-/// The request clock's reading that starts a request's interval: the end of the
-/// previous request in the same batch, or the batch's start ([`now`]); 0 when
-/// nothing is timed.
-pub type Mark = u64;
-
-/// A reading of this worker's request clock, where requests are timed (else 0).
-#[inline(always)]
-pub fn now(cx: &Ctx<'_>) -> Mark {
-    match cx.obs {
-        Some(w) if w.timed => w.ticks.now(),
-        _ => 0,
-    }
-}
-
 impl Probe {
     /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
     /// Kept out of line: inlined into the request step, it made the compiler copy
     /// the parsed request before its executor (some 30 instructions a request, with
-    /// measurement on or off).
+    /// measurement on or off); with the `obs` check outside it, a measured request
+    /// cost some 16 instructions more (callgrind, W2).
     #[inline(never)]
     pub fn text(cx: &Ctx<'_>, req: &Request<'_>, out: &Out) -> Option<Self> {
         let w = cx.obs?;
@@ -149,15 +150,16 @@ impl Probe {
             w.hotkeys.start_sample(out.len());
         }
         Probe {
-            series: (base + kind) as u32,
+            hits: if read { hits(cx) } else { 0 },
+            series: (base + kind) as u8,
+            read,
             sampled,
-            hits: if read { hits(cx) } else { NOT_READ },
         }
     }
 
-    /// The reply is queued (or the request ended as `flow` says): records the
-    /// interval from `start` to now, and returns now (the next request's start).
-    /// `key` says where the request's key(s) and value bytes are found again, for a
+    /// The reply is queued (or the request ended as `flow` says): the request
+    /// joins `batch` (or, while the slow log is on, is timed on its own). `key`
+    /// says where the request's key(s) and value bytes are found again, for a
     /// sampled request, or any when the slow log is on.
     #[inline(always)]
     pub fn done<'r>(
@@ -165,36 +167,123 @@ impl Probe {
         cx: &Ctx<'_>,
         out: &Out,
         flow: &Flow,
-        start: Mark,
+        batch: &mut Batch,
         key: impl FnOnce() -> Source<'r>,
-    ) -> Mark {
+    ) {
         if *flow == Flow::Suspend {
-            return start;
+            return;
         }
-        let Some(w) = cx.obs else { return start };
+        let Some(w) = cx.obs else { return };
         let mut series = self.series as usize;
-        if self.hits != NOT_READ {
+        if self.read {
             series += usize::from(hits(cx) == self.hits);
         }
-        let mut end = start;
-        if w.timed {
-            end = w.ticks.now();
-            if w.latency {
-                w.latencies.record(series, end.saturating_sub(start));
-            }
+        if w.batched {
+            batch.push(w, series);
         }
         if self.sampled || w.slowlog_on {
-            kept(
-                cx,
-                w,
-                self,
-                key(),
-                series,
-                w.ticks.ns(start, end),
-                out.len(),
-            );
+            let ns = if w.slowlog_on {
+                batch.exact(w, series)
+            } else {
+                0
+            };
+            kept(cx, w, self, key(), series, ns, out.len());
         }
-        end
+    }
+}
+
+/// Requests per [`Batch`] at most: a fuller one is recorded early.
+const BATCH: usize = 32;
+
+/// The timed requests of one `Session::serve` (or `step`) call, recorded together
+/// when it ends: the clock is read at its start and its end, and each of its `n`
+/// requests is recorded as `1/n` of the time between, in its own series. A request
+/// served alone is thus timed exactly; pipelined requests share their batch's time
+/// evenly (one clock read a request would cost some 2-3% of a pipelined request's
+/// CPU). While the slow log is on, each request is timed on its own instead (the
+/// interval from the previous one's end), so that a slow one is found.
+#[derive(Debug)]
+pub struct Batch {
+    /// The clock reading where the batch (or, while the slow log is on, the next
+    /// request) starts; 0 when nothing is timed.
+    start: u64,
+    /// Series of the requests finished so far.
+    series: [u8; BATCH],
+    n: usize,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            start: 0,
+            series: [0; BATCH],
+            n: 0,
+        }
+    }
+}
+
+impl Batch {
+    /// A batch starts: reads the clock, where requests are timed.
+    #[inline(always)]
+    pub fn begin(&mut self, cx: &Ctx<'_>) {
+        self.n = 0;
+        self.start = match cx.obs {
+            Some(w) if w.timed => w.ticks.now(),
+            _ => 0,
+        };
+    }
+
+    /// The batch ends: records its requests.
+    #[inline(always)]
+    pub fn end(&mut self, cx: &Ctx<'_>) {
+        if self.n > 0 {
+            if let Some(w) = cx.obs {
+                self.record(w);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, w: &WorkerObs, series: usize) {
+        if let Some(s) = self.series.get_mut(self.n) {
+            *s = series as u8;
+            self.n += 1;
+        }
+        if self.n == BATCH {
+            self.record(w);
+        }
+    }
+
+    /// Records the requests so far, each as its share of the time since the start,
+    /// and starts anew.
+    #[inline(never)]
+    fn record(&mut self, w: &WorkerObs) {
+        let now = w.ticks.now();
+        let span = now.saturating_sub(self.start);
+        match self.n {
+            1 => w.latencies.record(usize::from(self.series[0]), span),
+            n => {
+                let share = span / n.max(1) as u64;
+                w.latencies.record_all(&self.series[..n.min(BATCH)], share);
+            }
+        }
+        self.n = 0;
+        self.start = now;
+    }
+
+    /// While the slow log is on: the request just finished took the time since the
+    /// previous one (or the batch's start), in nanoseconds; recorded in its series
+    /// when the histograms are on.
+    #[cold]
+    #[inline(never)]
+    fn exact(&mut self, w: &WorkerObs, series: usize) -> u64 {
+        let now = w.ticks.now();
+        let units = now.saturating_sub(self.start);
+        self.start = now;
+        if w.latency {
+            w.latencies.record(series, units);
+        }
+        w.ticks.ns(0, units)
     }
 }
 
@@ -223,7 +312,7 @@ fn kept(
         slow_request(cx, series, key.first(), ns / 1000);
     }
     if probe.sampled {
-        let read = probe.hits != NOT_READ;
+        let read = probe.read;
         let bytes = if read {
             w.hotkeys.reply_bytes(out)
         } else {
@@ -270,11 +359,12 @@ fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
     }
 }
 
-/// `get_hits + touch_hits` of this worker: a read hit moves one of them.
+/// `get_hits + touch_hits` of this worker (their low 32 bits): a read hit moves
+/// one of them.
 #[inline]
-fn hits(cx: &Ctx<'_>) -> u64 {
+fn hits(cx: &Ctx<'_>) -> u32 {
     let c = cx.counters;
-    c.get_hits.get().wrapping_add(c.touch_hits.get())
+    c.get_hits.get().wrapping_add(c.touch_hits.get()) as u32
 }
 
 #[inline]
