@@ -162,7 +162,7 @@ fn a_pipelined_batch_gives_each_request_its_observation() {
         let (mut batch, mut want) = (Vec::new(), Vec::new());
         for i in 0..70 {
             let (req, reply): (&[u8], &[u8]) = match i % 7 {
-                0 | 1 | 2 => (b"get h\r\n", b"VALUE h 0 1\r\nv\r\nEND\r\n"),
+                0..=2 => (b"get h\r\n", b"VALUE h 0 1\r\nv\r\nEND\r\n"),
                 3 => (b"get nokey\r\n", b"END\r\n"),
                 4 => (b"set s 0 0 1\r\nx\r\n", b"STORED\r\n"),
                 5 => (b"mg m v\r\n", b"VA 1\r\nw\r\n"),
