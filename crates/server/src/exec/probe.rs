@@ -233,13 +233,21 @@ impl Batch {
         };
     }
 
-    /// The batch ends: records its requests.
+    /// The batch ends: records its requests (one alone, here: a request that comes
+    /// alone is the common case of a client that waits for each reply).
     #[inline(always)]
     pub fn end(&mut self, cx: &Ctx<'_>) {
-        if self.n > 0 {
-            if let Some(w) = cx.obs {
-                self.record(w);
-            }
+        if self.n == 0 {
+            return;
+        }
+        let Some(w) = cx.obs else { return };
+        if self.n == 1 {
+            let now = w.ticks.now();
+            w.latencies
+                .record(usize::from(self.series[0]), now.saturating_sub(self.start));
+            self.n = 0;
+        } else {
+            self.record(w);
         }
     }
 
