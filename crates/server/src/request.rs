@@ -351,7 +351,9 @@ impl Session {
     }
 
     /// Executes a parsed text request (or answers its parse error), which is at the
-    /// front of `input`, all of which a [`Flow::Close`] consumes.
+    /// front of `input`, all of which a [`Flow::Close`] consumes. Always inlined:
+    /// out of line, the parsed request was copied on entry (some 60 instructions
+    /// a request on W2, callgrind).
     #[inline(always)]
     fn run_text(
         &mut self,
