@@ -248,15 +248,18 @@ impl Server {
 pub struct WorkerObs {
     pub latencies: Latencies,
     pub hotkeys: HotKeys,
-    /// [`Observe::timed`].
+    /// Requests are timed: latency histograms on, or a slow log threshold set.
     pub timed: bool,
     /// [`Observe::latency`].
     pub latency: bool,
     /// [`Observe::hotkeys`].
     pub sample: bool,
-    /// A slow log threshold is set (`-o slowlog_us` above 0): every request keeps
-    /// its key until it is timed.
+    /// A slow log threshold is set (`-o slowlog_us` above 0): each request is timed
+    /// on its own and compared with it.
     pub slowlog_on: bool,
+    /// Histograms on and no slow log: pipelined requests share their batch's time
+    /// (`exec/probe.rs`, `Batch`).
+    pub batched: bool,
     /// [`Observe::ticks`].
     pub ticks: Ticks,
 }
@@ -276,8 +279,6 @@ pub struct WorkerObs {
 pub struct Observe {
     /// Anything is measured: `timed || hotkeys` (the request step's one check).
     pub any: bool,
-    /// Requests are timed: latency histograms on, or a slow log threshold set.
-    pub timed: bool,
     /// Histograms recorded (`-o latency=on`, the default).
     pub latency: bool,
     /// Hot keys sampled (`-o hotkeys=on`, the default).
@@ -303,18 +304,18 @@ impl Observe {
         };
         Observe {
             any: timed || hotkeys,
-            timed,
             latency,
             hotkeys,
             ticks,
             workers: (0..workers)
                 .map(|w| WorkerObs {
-                    latencies: Latencies::default(),
+                    latencies: Latencies::new(ticks),
                     hotkeys: HotKeys::new(w as u64 + 1),
                     timed,
                     latency,
                     sample: hotkeys,
                     slowlog_on: slowlog_us > 0,
+                    batched: latency && slowlog_us == 0,
                     ticks,
                 })
                 .collect(),
@@ -369,9 +370,9 @@ mod tests {
     #[test]
     fn off_means_untimed() {
         let o = Observe::new(2, false, false, 0, 4);
-        assert!(!o.timed && o.workers.len() == 2);
+        assert!(!o.workers[0].timed && o.workers.len() == 2);
         assert!(
-            Observe::new(1, false, true, 5, 4).timed,
+            Observe::new(1, false, true, 5, 4).workers[0].timed,
             "the slow log times"
         );
     }

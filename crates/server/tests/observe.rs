@@ -1,6 +1,7 @@
 //! What the request step measures, over real sockets against the real binary:
 //! `stats latency` counts exactly the requests sent, per protocol, command and hit
-//! or miss; the slow log (`-o slowlog_us`) catches a large multi-get, with its key
+//! or miss, one by one or pipelined in one write (whose requests share the batch's
+//! time, or are timed one by one while the slow log is on); the slow log (`-o slowlog_us`) catches a large multi-get, with its key
 //! URI-encoded and its client, and `watch slowlog` streams it; `stats hotkeys` puts
 //! a hammered key first; each can be switched off. memcrab's own commands: not run
 //! against memcached.
@@ -149,6 +150,64 @@ fn histograms_count_what_was_sent() {
 }
 
 /// Stores `n` keys `slow/<i>` of 1000 bytes, and returns a multi-get of them all.
+#[test]
+fn a_pipelined_batch_gives_each_request_its_observation() {
+    // Recorded as shares of each `serve` call's time (batches of at most 32, `-R`
+    // cuts them at 20), or one by one with the slow log on: the same counts.
+    for args in [&[][..], &["-o", "slowlog_us=10000000"][..]] {
+        let server = Server::tcp(args);
+        let mut c = server.connect();
+        c.call(&store("set", "h", 0, 0, b"v"), b"STORED\r\n");
+        c.call(b"ms m 1\r\nw\r\n", b"HD\r\n");
+        let (mut batch, mut want) = (Vec::new(), Vec::new());
+        for i in 0..70 {
+            let (req, reply): (&[u8], &[u8]) = match i % 7 {
+                0..=2 => (b"get h\r\n", b"VALUE h 0 1\r\nv\r\nEND\r\n"),
+                3 => (b"get nokey\r\n", b"END\r\n"),
+                4 => (b"set s 0 0 1\r\nx\r\n", b"STORED\r\n"),
+                5 => (b"mg m v\r\n", b"VA 1\r\nw\r\n"),
+                _ => (b"mg nokey v\r\n", b"EN\r\n"),
+            };
+            batch.extend_from_slice(req);
+            want.extend_from_slice(reply);
+        }
+        batch.extend_from_slice(b"mn\r\n");
+        want.extend_from_slice(b"MN\r\n");
+        let sent = std::time::Instant::now();
+        c.send(&batch);
+        assert_eq!(c.read_exact_bytes(want.len()), want, "{args:?}");
+        let wall_us = sent.elapsed().as_secs_f64() * 1e6;
+        let got = counts(&mut c);
+        for (series, n) in [
+            ("text_get_hit", 30),
+            ("text_get_miss", 10),
+            // With the first set.
+            ("text_set", 11),
+            ("meta_get_hit", 10),
+            ("meta_get_miss", 10),
+            // `mn`, with the first `ms`.
+            ("meta_other", 1),
+            ("meta_set", 1),
+        ] {
+            assert_eq!(
+                got.get(series).copied(),
+                Some(n),
+                "{series} {args:?}: {got:?}"
+            );
+        }
+        // No request of the batch took longer than the whole batch did.
+        let s = c.stats("latency");
+        let max: f64 = s
+            .get("text_get_hit:max_us")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::MAX);
+        assert!(
+            max > 0.0 && max <= wall_us,
+            "max {max} µs, batch {wall_us} µs"
+        );
+    }
+}
+
 fn large_multiget(c: &mut Client, n: usize) -> Vec<u8> {
     let mut batch = Vec::new();
     for i in 0..n {

@@ -1,8 +1,9 @@
 //! The request clock: what the request step times requests with (`exec/probe.rs`),
 //! kept in the server's `Observe` (`server.rs`).
 //!
-//! Why the time-stamp counter: a request is timed with two reads of it, about 25
-//! cycles each and one instruction under valgrind, where `Instant::now()` costs a
+//! Why the time-stamp counter: a batch of requests is timed with two reads of it
+//! (a request with the slow log on, one), about 25 cycles each and one instruction
+//! under valgrind, where `Instant::now()` costs a
 //! vDSO `clock_gettime` (some 50 instructions and 20 ns) each. The counter runs at a
 //! constant rate on every x86-64 CPU Linux calls `constant_tsc` (all since 2008) and
 //! is synchronised across cores, which is what a request that starts and ends on

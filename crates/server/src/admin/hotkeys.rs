@@ -217,6 +217,9 @@ pub struct HotKeys {
     rng: AtomicU64,
     /// Requests until the next sample (owner only, as `rng`).
     left: AtomicU64,
+    /// The output's length when the sampled request in flight started, for a
+    /// read's reply bytes (owner only, as `rng`).
+    out_at: AtomicU64,
     /// Each sketch's lock is taken by the owning worker on a sampled request and by a
     /// reader (`stats hotkeys`, `/metrics`) while it copies the counts out; neither
     /// holds it while taking another lock.
@@ -231,6 +234,7 @@ impl HotKeys {
         HotKeys {
             rng: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             left: AtomicU64::new(1),
+            out_at: AtomicU64::new(0),
             sketches: std::array::from_fn(|_| Mutex::new(SpaceSaving::new(CAPACITY))),
             hasher: RandomState::new(),
         }
@@ -250,6 +254,18 @@ impl HotKeys {
         }
         self.left.store(self.gap(), Ordering::Relaxed);
         true
+    }
+
+    /// Notes the output's length as a sampled request starts (owner only).
+    #[cold]
+    pub fn start_sample(&self, out_len: usize) {
+        self.out_at.store(out_len as u64, Ordering::Relaxed);
+    }
+
+    /// The reply bytes of the sampled request that started at
+    /// [`HotKeys::start_sample`], given the output's length now.
+    pub fn reply_bytes(&self, out_len: usize) -> u64 {
+        (out_len as u64).saturating_sub(self.out_at.load(Ordering::Relaxed))
     }
 
     /// A gap between samples, uniform in 1..2 * SAMPLE_RATE (mean SAMPLE_RATE).

@@ -15,15 +15,24 @@
 //! writes only its own histograms, as [`crate::admin::counters`] does); at most 10%
 //! relative error from 1 µs to 10 s (the layout below gives at most 6.25% for a
 //! bucket's bounds, 3.2% for its midpoint, which quantiles report).
-//! Non-goals: exact values; timing itself (the request step measures and calls
-//! [`Latencies::record`]).
+//! Non-goals: exact values; timing itself (the request step measures, and calls
+//! [`Latencies::record_all`] for a batch's requests or [`Latencies::record`] for
+//! one).
 //!
-//! Layout (HdrHistogram's log-linear idea, in nanoseconds): values below 16 ns have a
-//! bucket each; above, each power of two `[2^e, 2^(e+1))` is cut into 16 equal
-//! buckets, so a bucket is at most 1/16 of its lower bound wide. 34 powers of two
-//! (up to 2^38 ns, 275 s) make 560 buckets; longer values land in the last one.
+//! Units: a worker records in the request clock's own units (`admin/clock.rs`:
+//! time-stamp counter ticks, or nanoseconds where that clock is not used), so that
+//! a request pays no conversion; a [`Snapshot`] is in nanoseconds, converted when
+//! merged. A unit scales every bucket alike, so the relative error is the same.
+//!
+//! Layout (HdrHistogram's log-linear idea): values below 16 units have a bucket
+//! each; above, each power of two `[2^e, 2^(e+1))` is cut into 16 equal buckets, so
+//! a bucket is at most 1/16 of its lower bound wide. 34 powers of two (up to 2^38
+//! units: 275 s in nanoseconds, 69 s in ticks of a 4 GHz counter, 10 s at 27 GHz)
+//! make 560 buckets; longer values land in the last one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::admin::clock::Ticks;
 
 /// Linear sub-buckets per power of two, as bits (16 buckets).
 const SUB_BITS: u32 = 4;
@@ -74,7 +83,8 @@ fn bucket_mid(i: usize) -> u64 {
     }
 }
 
-/// A histogram written by one thread and read by any. Each field is an atomic that
+/// A histogram written by one thread and read by any, in its [`Latencies`]' units.
+/// Each field is an atomic that
 /// only the owning worker stores to (load then store, no read-modify-write); readers
 /// load with Relaxed and may see a request in `count` but not yet in `sum_ns` — the
 /// same tolerance as `stats` totals.
@@ -82,18 +92,18 @@ pub struct Histogram {
     /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
     /// so that [`bucket_of`]'s index needs no bounds check.
     buckets: Box<[AtomicU64; BUCKETS]>,
-    /// Total nanoseconds recorded (owner writes, any thread reads).
-    sum_ns: AtomicU64,
+    /// Total units recorded (owner writes, any thread reads).
+    sum: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
-    max_ns: AtomicU64,
+    max: AtomicU64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
             buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
-            sum_ns: AtomicU64::new(0),
-            max_ns: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
         }
     }
 }
@@ -106,34 +116,48 @@ fn bump(a: &AtomicU64, n: u64) {
 }
 
 impl Histogram {
-    /// Records one request of `ns` nanoseconds. Only the owning worker calls this.
+    /// Records one request of `units`. Only the owning worker calls this.
     #[inline(always)]
-    pub fn record(&self, ns: u64) {
-        bump(&self.buckets[bucket_of(ns)], 1);
-        bump(&self.sum_ns, ns);
-        if ns > self.max_ns.load(Ordering::Relaxed) {
-            self.max_ns.store(ns, Ordering::Relaxed);
+    pub fn record(&self, units: u64) {
+        self.record_in(bucket_of(units), units, 1);
+    }
+
+    /// Records `n` requests of `units` each, in `bucket_of(units)` (found by the
+    /// caller).
+    #[inline(always)]
+    fn record_in(&self, bucket: usize, units: u64, n: u64) {
+        if let Some(b) = self.buckets.get(bucket) {
+            bump(b, n);
+        }
+        bump(&self.sum, units.wrapping_mul(n));
+        if units > self.max.load(Ordering::Relaxed) {
+            self.max.store(units, Ordering::Relaxed);
         }
     }
 
-    /// Adds this histogram's current contents to `into`.
-    pub fn add_to(&self, into: &mut Snapshot) {
+    /// Adds this histogram's current contents to `into`, whose units it must share;
+    /// `clock` converts the sum and the maximum to nanoseconds.
+    fn add_to(&self, into: &mut Snapshot, clock: &Ticks) {
         for (c, b) in into.counts.iter_mut().zip(self.buckets.iter()) {
             *c = c.wrapping_add(b.load(Ordering::Relaxed));
         }
-        into.sum_ns = into
-            .sum_ns
-            .wrapping_add(self.sum_ns.load(Ordering::Relaxed));
-        into.max_ns = into.max_ns.max(self.max_ns.load(Ordering::Relaxed));
+        let sum = clock.ns(0, self.sum.load(Ordering::Relaxed));
+        into.sum_ns = into.sum_ns.wrapping_add(sum);
+        into.max_ns = into
+            .max_ns
+            .max(clock.ns(0, self.max.load(Ordering::Relaxed)));
     }
 }
 
-/// A histogram's (or a merge of several) contents at one moment.
+/// A histogram's (or a merge of several) contents at one moment: bucket counts in
+/// the recording units, the sum and the maximum in nanoseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     pub counts: Vec<u64>,
     pub sum_ns: u64,
     pub max_ns: u64,
+    /// Nanoseconds per bucket unit, times 2^32.
+    unit: u64,
 }
 
 impl Default for Snapshot {
@@ -142,6 +166,7 @@ impl Default for Snapshot {
             counts: vec![0; BUCKETS],
             sum_ns: 0,
             max_ns: 0,
+            unit: 1 << 32,
         }
     }
 }
@@ -165,6 +190,11 @@ pub const LE_SECS: [f64; 22] = [
 ];
 
 impl Snapshot {
+    /// A bucket value in nanoseconds.
+    fn ns(&self, units: u64) -> u64 {
+        ((u128::from(units) * u128::from(self.unit)) >> 32) as u64
+    }
+
     pub fn count(&self) -> u64 {
         self.counts.iter().fold(0u64, |a, &c| a.wrapping_add(c))
     }
@@ -181,7 +211,7 @@ impl Snapshot {
         for (i, &c) in self.counts.iter().enumerate() {
             seen = seen.saturating_add(c);
             if seen >= rank {
-                return bucket_mid(i).min(self.max_ns);
+                return self.ns(bucket_mid(i)).min(self.max_ns);
             }
         }
         self.max_ns
@@ -208,7 +238,7 @@ impl Snapshot {
             if c == 0 {
                 continue;
             }
-            let mid = bucket_mid(i) as f64 / 1e9;
+            let mid = self.ns(bucket_mid(i)) as f64 / 1e9;
             if let Some(j) = le_secs.iter().position(|&le| mid <= le) {
                 out[j] = out[j].wrapping_add(c);
             }
@@ -304,34 +334,74 @@ pub fn series_index(protocol: &str, command: &str, hit: bool) -> Option<usize> {
     Some(p * PER_PROTOCOL + r)
 }
 
-/// One worker's histograms, one per series.
+/// One worker's histograms, one per series, in the units of its request clock.
 pub struct Latencies {
     hists: Vec<Histogram>,
+    /// The request clock whose readings' differences are recorded.
+    clock: Ticks,
 }
 
 impl Default for Latencies {
+    /// Histograms in nanoseconds.
     fn default() -> Self {
-        Latencies {
-            hists: (0..SERIES_COUNT).map(|_| Histogram::default()).collect(),
-        }
+        Latencies::new(Ticks::off())
     }
 }
 
 impl Latencies {
-    /// Records a request of series `index` that took `ns`. Only the owning worker.
-    #[inline(always)]
-    pub fn record(&self, index: usize, ns: u64) {
-        if let Some(h) = self.hists.get(index) {
-            h.record(ns);
+    /// Histograms recorded in `clock`'s units.
+    pub fn new(clock: Ticks) -> Self {
+        Latencies {
+            hists: (0..SERIES_COUNT).map(|_| Histogram::default()).collect(),
+            clock,
         }
     }
 
-    /// Every series merged over `workers`, in series order.
+    /// Records a request of series `index` that took `units` of the clock. Only
+    /// the owning worker.
+    #[inline(always)]
+    pub fn record(&self, index: usize, units: u64) {
+        if let Some(h) = self.hists.get(index) {
+            h.record(units);
+        }
+    }
+
+    /// Records requests of the series `index` lists that took `units` each: a
+    /// pipelined batch's share. The bucket is found once, and a run of requests of
+    /// one series is recorded at once. Only the owning worker.
+    #[inline]
+    pub fn record_all(&self, index: &[u8], units: u64) {
+        let bucket = bucket_of(units);
+        let Some((&first, rest)) = index.split_first() else {
+            return;
+        };
+        let (mut series, mut run) = (first, 1);
+        for &i in rest {
+            if i == series {
+                run += 1;
+                continue;
+            }
+            self.record_run(series, bucket, units, run);
+            (series, run) = (i, 1);
+        }
+        self.record_run(series, bucket, units, run);
+    }
+
+    #[inline(always)]
+    fn record_run(&self, series: u8, bucket: usize, units: u64, n: u64) {
+        if let Some(h) = self.hists.get(usize::from(series)) {
+            h.record_in(bucket, units, n);
+        }
+    }
+
+    /// Every series merged over `workers` (which share one clock), in series order.
     pub fn merged<'a>(workers: impl IntoIterator<Item = &'a Latencies>) -> Vec<Snapshot> {
         let mut out = vec![Snapshot::default(); SERIES_COUNT];
         for w in workers {
+            let unit = w.clock.ns(0, 1 << 32);
             for (s, h) in out.iter_mut().zip(&w.hists) {
-                h.add_to(s);
+                s.unit = unit;
+                h.add_to(s, &w.clock);
             }
         }
         out
@@ -412,7 +482,7 @@ mod tests {
             let h = Histogram::default();
             h.record(v);
             let mut s = Snapshot::default();
-            h.add_to(&mut s);
+            h.add_to(&mut s, &Ticks::off());
             let got = s.quantile(0.5) as f64;
             assert!((got - v as f64).abs() / v as f64 <= 0.10, "{v}: {got}");
             v = v * 7 / 5 + 1;
@@ -447,13 +517,50 @@ mod tests {
     }
 
     #[test]
+    fn clock_units_become_nanoseconds_when_merged() {
+        // The request clock's own units (time-stamp counter ticks where usable):
+        // 10 µs of them reads back as 10 µs.
+        let clock = Ticks::calibrate();
+        let ns_per_2_32_units = clock.ns(0, 1 << 32);
+        let units = (10_000u128 << 32) / u128::from(ns_per_2_32_units.max(1));
+        let l = Latencies::new(clock);
+        let i = series_index("text", "set", true).unwrap_or(0);
+        l.record(i, units as u64);
+        l.record(i, units as u64);
+        let s = Latencies::merged([&l])[i].summary();
+        assert_eq!(s.count, 2);
+        for (what, got) in [("max", s.max), ("p50", s.p50)] {
+            assert!((9_670..=10_330).contains(&got), "{what}: {got} ns");
+        }
+        let sum = Latencies::merged([&l])[i].sum_ns;
+        assert!((19_990..=20_010).contains(&sum), "sum: {sum} ns");
+    }
+
+    #[test]
+    fn a_batch_records_each_request_in_its_series() {
+        let l = Latencies::default();
+        let (a, b) = (TEXT + GET, TEXT + SET);
+        let batch = [a, a, a, b, a, b, b, a].map(|s| s as u8);
+        l.record_all(&batch, 3_000);
+        l.record_all(&[], 1);
+        let m = Latencies::merged([&l]);
+        for (s, n) in [(a, 5), (b, 3)] {
+            assert_eq!(m[s].count(), n);
+            assert_eq!(m[s].sum_ns, 3_000 * n);
+            assert_eq!(m[s].max_ns, 3_000);
+            assert_eq!(m[s].counts[bucket_of(3_000)], n);
+        }
+        assert_eq!(m.iter().map(Snapshot::count).sum::<u64>(), 8);
+    }
+
+    #[test]
     fn prometheus_buckets_are_cumulative() {
         let h = Histogram::default();
         for ns in [500, 1_500, 40_000, 3_000_000, 20_000_000_000] {
             h.record(ns);
         }
         let mut s = Snapshot::default();
-        h.add_to(&mut s);
+        h.add_to(&mut s, &Ticks::off());
         let b = s.prometheus_buckets(&LE_SECS);
         assert_eq!(b[0], 1, "<= 1 µs");
         assert_eq!(b[1], 2, "<= 2 µs");

@@ -1,36 +1,50 @@
 //! The request step's measurement hook: a [`Probe`] is made when a request has been
-//! parsed and finished when its reply is queued, and records what
-//! the server's `Observe` keeps: the request's time in its latency series, a
-//! sampled request's keys in the hot-key sketches, and a slow request in the slow
-//! log (and `watch slowlog`).
+//! parsed and finished when its reply is queued; it records what the server's
+//! `Observe` keeps: the request in its latency series (through the [`Batch`] of
+//! its `Session::serve` call), a sampled request's keys in the hot-key sketches,
+//! and a slow request in the slow log (and `watch slowlog`).
 //!
 //! ```text
-//!   request.rs: parsed ──► Probe::text / Probe::binary   (series, 1st clock read;
-//!                                                        the key only if sampled
-//!                                                        or the slow log is on)
-//!                           exec::{text,binary}::execute
-//!                          probe.done(cx, out, &flow)     (2nd clock read, record)
+//!   request.rs: serve ──► Batch::begin                (clock read)
+//!     each request: parsed ──► Probe::text / Probe::binary  (series; hot-key countdown)
+//!                               exec::{text,meta,binary}::execute
+//!                              probe.done(cx, out, &flow, &mut batch, key)
+//!                                 (hit or miss; the series joins the batch)
+//!   serve ends ──► Batch::end                          (clock read; each request of
+//!                                                       the batch gets 1/n of it)
 //! ```
 //!
-//! Cost, when everything is on: two reads of the time-stamp counter, a match on the
-//! request to pick its series, two counter loads for a read's hit or miss, a
-//! histogram bucket, and a countdown for hot-key sampling (a sampled request, one
-//! in `hotkeys::SAMPLE_RATE`, also copies out its key, hashes it and takes its
-//! worker's sketch locks). With `-o latency=off,hotkeys=off` and no slow log, one
-//! load and a branch. Measured in docs/benchmarks.md ("Latency histograms and hot
-//! keys: the cost").
+//! What a request's time is: the clock is read at a batch's start and end, not per
+//! request (one read of the time-stamp counter costs 15-25 ns here, 2-3% of a
+//! pipelined request's CPU by itself), and each of the batch's `n` requests is
+//! recorded as `1/n` of the time between: exact for a request served alone, its
+//! batch's average for pipelined ones. The time covers the parse, the execution,
+//! the parse-ahead for the requests after, and whatever else the batch did (a parse
+//! error's reply, discarded bytes, a paused multi-get's first keys). With the slow
+//! log on, each request is timed on its own instead (from the previous one's end),
+//! so that a slow one is found.
+//!
+//! Cost, with histograms and hot keys on (the default): per request, a call that
+//! picks the series (a match on the request), the hot-key countdown and, for a
+//! read, a load of the hit counters; after it, the hit check and a byte appended to
+//! the batch; per batch, two clock reads and a bucket increment, sum and maximum
+//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also parses its
+//! key again, hashes it and takes its worker's sketch locks. With `-o
+//! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
+//! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found (`get_hits` or `touch_hits` moved: a multi-get with any key
-//! found is a hit). A multi-get that pauses for a full output buffer is timed from
-//! its last resumption. Parse errors are not requests and are not timed.
+//! found is a hit). A multi-get that pauses for a full output buffer is recorded in
+//! the batch of its last resumption. Parse errors are not requests and are not
+//! recorded.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use memcrab_proto::binary::{Request as BinRequest, StoreKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
-use memcrab_proto::text::{Keys, Request, StoreCmd};
+use memcrab_proto::text::{Config, Keys, Request, StoreCmd};
 
 use super::Flow;
 use crate::admin::latency::{
@@ -39,30 +53,19 @@ use crate::admin::latency::{
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
-/// One request in flight: what it is, and when it started. Small, so that it stays
-/// in registers across the executor call; the key is kept only when needed.
-pub struct Probe<'r> {
-    /// The clock reading at the start (0 when not timed).
-    start: u64,
+/// One request in flight: its series, and what its record needs after the
+/// executor. One word, so that it is returned and kept in a register; the key is
+/// not kept (a sampled or slow request finds it again in the request's bytes, which
+/// outlive the step), nor, for a sampled read, the output's length before (the
+/// worker's `HotKeys` keeps it).
+pub struct Probe {
+    /// For a read, the low 32 bits of `get_hits + touch_hits` before (a request
+    /// does not move them by 2^32).
+    hits: u32,
     /// Its latency series (for a read, the hit's).
-    series: usize,
-    /// For a read, `get_hits + touch_hits` before; else [`NOT_READ`].
-    hits: u64,
-    /// The key and what hot keys count: only when hot keys sample this request or
-    /// the slow log is on.
-    keep: Option<Keep<'r>>,
-}
-
-/// `Probe::hits` of a request that is not a read.
-const NOT_READ: u64 = u64::MAX;
-
-/// What a sampled (or possibly slow) request keeps for after its execution.
-struct Keep<'r> {
-    key: Key<'r>,
-    /// A write's value bytes.
-    stored: usize,
-    /// The output's length before, for a read's reply bytes.
-    out: usize,
+    series: u8,
+    /// A read: `hits` is set, and the series is the miss's if they do not move.
+    read: bool,
     /// Hot keys sample this request.
     sampled: bool,
 }
@@ -84,10 +87,14 @@ impl<'r> Key<'r> {
     }
 }
 
-impl<'r> Probe<'r> {
+impl Probe {
     /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
-    #[inline(always)]
-    pub fn text(cx: &Ctx<'_>, req: &Request<'r>, out: &Out) -> Option<Self> {
+    /// Kept out of line: inlined into the request step, it made the compiler copy
+    /// the parsed request before its executor (some 30 instructions a request, with
+    /// measurement on or off); with the `obs` check outside it, a measured request
+    /// cost some 16 instructions more (callgrind, W2).
+    #[inline(never)]
+    pub fn text(cx: &Ctx<'_>, req: &Request<'_>, out: &Out) -> Option<Self> {
         let w = cx.obs?;
         let (base, kind) = match req {
             Request::Get { touch: None, .. } => (TEXT, GET),
@@ -100,112 +107,242 @@ impl<'r> Probe<'r> {
             Request::Meta(m) => (META, meta(m)),
             _ => (TEXT, OTHER),
         };
-        Some(Probe::start(cx, w, base, kind, out, &|| text_key(req)))
+        Some(Probe::start(cx, w, base, kind, out))
     }
 
-    /// A probe for a decoded binary request whose value is `value_len` bytes.
+    /// A probe for a decoded binary request.
     #[inline]
-    pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'r>, value_len: usize, out: &Out) -> Option<Self> {
+    pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'_>, out: &Out) -> Option<Self> {
         let w = cx.obs?;
-        let (offset, key, stored) = match *req {
+        let offset = match *req {
             BinRequest::Get {
-                key,
-                touch,
-                no_value,
-                ..
+                touch, no_value, ..
             } => match (touch, no_value) {
-                (None, _) => (GET, key, 0),
-                (Some(_), true) => (TOUCH, key, 0),
-                (Some(_), false) => (GAT, key, 0),
+                (None, _) => GET,
+                (Some(_), true) => TOUCH,
+                (Some(_), false) => GAT,
             },
-            BinRequest::Store { kind, key, cas, .. } => {
-                let cas = cas != 0 && kind != StoreKind::Add;
-                (if cas { CAS } else { SET }, key, value_len)
+            BinRequest::Store { kind, cas, .. } => {
+                if cas != 0 && kind != StoreKind::Add {
+                    CAS
+                } else {
+                    SET
+                }
             }
-            BinRequest::Delete { key, .. } => (DELETE, key, 0),
-            BinRequest::Arith { key, incr, .. } => (if incr { INCR } else { DECR }, key, 0),
-            _ => (OTHER, &[][..], 0),
+            BinRequest::Delete { .. } => DELETE,
+            BinRequest::Arith { incr, .. } => {
+                if incr {
+                    INCR
+                } else {
+                    DECR
+                }
+            }
+            _ => OTHER,
         };
-        Some(Probe::start(cx, w, BINARY, offset, out, &|| {
-            (Key::One(key), stored)
-        }))
+        Some(Probe::start(cx, w, BINARY, offset, out))
     }
 
     #[inline(always)]
-    fn start(
-        cx: &Ctx<'_>,
-        w: &WorkerObs,
-        base: usize,
-        kind: usize,
-        out: &Out,
-        key: &dyn Fn() -> (Key<'r>, usize),
-    ) -> Self {
+    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize, out: &Out) -> Self {
         let read = latency::is_read(kind);
         let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
-        let keep = (sampled || w.slowlog_on).then(|| {
-            let (key, stored) = key();
-            Keep {
-                key,
-                stored,
-                out: out.len(),
-                sampled,
-            }
-        });
+        if sampled {
+            w.hotkeys.start_sample(out.len());
+        }
         Probe {
-            start: if w.timed { w.ticks.now() } else { 0 },
-            series: base + kind,
-            hits: if read { hits(cx) } else { NOT_READ },
-            keep,
+            hits: if read { hits(cx) } else { 0 },
+            series: (base + kind) as u8,
+            read,
+            sampled,
         }
     }
 
-    /// The reply is queued (or the request ended as `flow` says): record.
+    /// The reply is queued (or the request ended as `flow` says): the request
+    /// joins `batch` (or, while the slow log is on, is timed on its own). `key`
+    /// says where the request's key(s) and value bytes are found again, for a
+    /// sampled request, or any when the slow log is on.
     #[inline(always)]
-    pub fn done(self, cx: &Ctx<'_>, out: &Out, flow: &Flow) {
+    pub fn done<'r>(
+        self,
+        cx: &Ctx<'_>,
+        out: &Out,
+        flow: &Flow,
+        batch: &mut Batch,
+        key: impl FnOnce() -> Source<'r>,
+    ) {
         if *flow == Flow::Suspend {
             return;
         }
         let Some(w) = cx.obs else { return };
-        let mut series = self.series;
-        let read = self.hits != NOT_READ;
-        if read {
+        let mut series = self.series as usize;
+        if self.read {
             series += usize::from(hits(cx) == self.hits);
         }
-        let mut ns = 0;
-        if w.timed {
-            ns = w.ticks.ns(self.start, w.ticks.now());
-            if w.latency {
-                w.latencies.record(series, ns);
-            }
+        if w.batched {
+            batch.push(w, series);
         }
-        if let Some(keep) = self.keep {
-            kept(cx, w, keep, series, read, ns, out.len());
+        if self.sampled || w.slowlog_on {
+            let ns = if w.slowlog_on {
+                batch.exact(w, series)
+            } else {
+                0
+            };
+            kept(cx, w, self, key(), series, ns, out.len());
         }
     }
 }
 
-/// After a request that kept its key: the slow log, and the hot keys when sampled.
+/// Requests per [`Batch`] at most: a fuller one is recorded early.
+const BATCH: usize = 32;
+
+/// The timed requests of one `Session::serve` (or `step`) call, recorded together
+/// when it ends: the clock is read at its start and its end, and each of its `n`
+/// requests is recorded as `1/n` of the time between, in its own series. A request
+/// served alone is thus timed exactly; pipelined requests share their batch's time
+/// evenly (one clock read a request would cost some 2-3% of a pipelined request's
+/// CPU). While the slow log is on, each request is timed on its own instead (the
+/// interval from the previous one's end), so that a slow one is found.
+#[derive(Debug)]
+pub struct Batch {
+    /// The clock reading where the batch (or, while the slow log is on, the next
+    /// request) starts; 0 when nothing is timed.
+    start: u64,
+    /// Series of the requests finished so far.
+    series: [u8; BATCH],
+    n: usize,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            start: 0,
+            series: [0; BATCH],
+            n: 0,
+        }
+    }
+}
+
+impl Batch {
+    /// A batch starts: reads the clock, where requests are timed.
+    #[inline(always)]
+    pub fn begin(&mut self, cx: &Ctx<'_>) {
+        self.n = 0;
+        self.start = match cx.obs {
+            Some(w) if w.timed => w.ticks.now(),
+            _ => 0,
+        };
+    }
+
+    /// The batch ends: records its requests (one alone, here: a request that comes
+    /// alone is the common case of a client that waits for each reply).
+    #[inline(always)]
+    pub fn end(&mut self, cx: &Ctx<'_>) {
+        if self.n == 0 {
+            return;
+        }
+        let Some(w) = cx.obs else { return };
+        if self.n == 1 {
+            let now = w.ticks.now();
+            w.latencies
+                .record(usize::from(self.series[0]), now.saturating_sub(self.start));
+            self.n = 0;
+        } else {
+            self.record(w);
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, w: &WorkerObs, series: usize) {
+        if let Some(s) = self.series.get_mut(self.n) {
+            *s = series as u8;
+            self.n += 1;
+        }
+        if self.n == BATCH {
+            self.record(w);
+        }
+    }
+
+    /// Records the requests so far, each as its share of the time since the start,
+    /// and starts anew.
+    #[inline(never)]
+    fn record(&mut self, w: &WorkerObs) {
+        let now = w.ticks.now();
+        let span = now.saturating_sub(self.start);
+        match self.n {
+            1 => w.latencies.record(usize::from(self.series[0]), span),
+            n => {
+                let share = span / n.max(1) as u64;
+                w.latencies.record_all(&self.series[..n.min(BATCH)], share);
+            }
+        }
+        self.n = 0;
+        self.start = now;
+    }
+
+    /// While the slow log is on: the request just finished took the time since the
+    /// previous one (or the batch's start), in nanoseconds; recorded in its series
+    /// when the histograms are on.
+    #[cold]
+    #[inline(never)]
+    fn exact(&mut self, w: &WorkerObs, series: usize) -> u64 {
+        let now = w.ticks.now();
+        let units = now.saturating_sub(self.start);
+        self.start = now;
+        if w.latency {
+            w.latencies.record(series, units);
+        }
+        w.ticks.ns(0, units)
+    }
+}
+
+/// After a sampled request, or any while the slow log is on: the slow log when it
+/// took `ns` or longer, and the hot keys when sampled.
 #[cold]
 #[inline(never)]
 fn kept(
     cx: &Ctx<'_>,
     w: &WorkerObs,
-    keep: Keep<'_>,
+    probe: Probe,
+    source: Source<'_>,
     series: usize,
-    read: bool,
     ns: u64,
     out: usize,
 ) {
-    if cx.server.observe.timed && cx.server.observe.slowlog.is_slow_ns(ns) {
-        slow(cx, series, keep.key.first(), ns / 1000);
+    let slow = w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns);
+    if !slow && !probe.sampled {
+        return;
     }
-    if keep.sampled {
+    let (key, stored) = match source {
+        Source::Text(input, cfg) => text_key_in(input, cfg),
+        Source::Binary(key, value_len) => (Key::One(key), value_len),
+    };
+    if slow {
+        slow_request(cx, series, key.first(), ns / 1000);
+    }
+    if probe.sampled {
+        let read = probe.read;
         let bytes = if read {
-            out.saturating_sub(keep.out)
+            w.hotkeys.reply_bytes(out)
         } else {
-            keep.stored
+            stored as u64
         };
-        note(w, read, keep.key, bytes as u64);
+        note(w, read, key, bytes);
+    }
+}
+
+/// Where a finished request's key(s) are found again: a text request at the front
+/// of this input (parsed again with this configuration: the request itself went to
+/// its executor), or a binary request's key and value length.
+pub enum Source<'r> {
+    Text(&'r [u8], &'r Config),
+    Binary(&'r [u8], usize),
+}
+
+/// The key(s) and value bytes of the text request at the front of `input`.
+fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> (Key<'r>, usize) {
+    match memcrab_proto::text::parse(input, cfg) {
+        Some((Ok(req), _)) => text_key(&req),
+        _ => (Key::One(&[]), 0),
     }
 }
 
@@ -230,11 +367,12 @@ fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
     }
 }
 
-/// `get_hits + touch_hits` of this worker: a read hit moves one of them.
+/// `get_hits + touch_hits` of this worker (their low 32 bits): a read hit moves
+/// one of them.
 #[inline]
-fn hits(cx: &Ctx<'_>) -> u64 {
+fn hits(cx: &Ctx<'_>) -> u32 {
     let c = cx.counters;
-    c.get_hits.get().wrapping_add(c.touch_hits.get())
+    c.get_hits.get().wrapping_add(c.touch_hits.get()) as u32
 }
 
 #[inline]
@@ -278,7 +416,7 @@ fn note(w: &WorkerObs, read: bool, key: Key<'_>, bytes: u64) {
 /// Logs a slow request, and streams it to `watch slowlog`.
 #[cold]
 #[inline(never)]
-fn slow(cx: &Ctx<'_>, series: usize, key: &[u8], us: u64) {
+fn slow_request(cx: &Ctx<'_>, series: usize, key: &[u8], us: u64) {
     let fd = cx.fd.get();
     let client = cx
         .server
