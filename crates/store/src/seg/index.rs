@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  hash (64 bits): [63..52] partition  [47..32] tag  [31..0] bucket choice
-//!  slot (64 bits): tag (16) | segment id (24) | offset / 4 (24)      0 = empty
+//!  slot (64 bits): tag (16) | segment id (24) | offset / 2 (24)      0 = empty
 //!
 //!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
 //!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
@@ -47,7 +47,7 @@ const PARTITION_SHIFT: u32 = 52;
 pub const SLOTS_PER_BUCKET: usize = 8;
 const INITIAL_BUCKETS: usize = 2;
 
-/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 4).
+/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Loc {
     pub seg: u32,
@@ -55,6 +55,8 @@ pub struct Loc {
 }
 
 pub const MAX_SEGMENTS: u32 = 1 << 24;
+/// The largest segment (a large item's own, whose item is at offset 0); offsets
+/// in shared segments (at most 1 MiB) are below 2^25, what a slot holds.
 pub const MAX_OFFSET: u32 = 1 << 26;
 
 fn tag_of(h: u64) -> u64 {
@@ -62,14 +64,14 @@ fn tag_of(h: u64) -> u64 {
 }
 
 fn encode(h: u64, loc: Loc) -> u64 {
-    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < MAX_OFFSET);
-    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 2)
+    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < 1 << 25);
+    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 1)
 }
 
 fn decode(slot: u64) -> Loc {
     Loc {
         seg: ((slot >> 24) & 0xff_ffff) as u32,
-        off: ((slot & 0xff_ffff) as u32) << 2,
+        off: ((slot & 0xff_ffff) as u32) << 1,
     }
 }
 
