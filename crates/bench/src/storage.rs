@@ -56,7 +56,11 @@ pub struct StorageArgs {
     pub server_cmds: Vec<String>,
     /// Experiments to run: bytes, density, hit, calcify; also hitcurve and misscurve
     /// (not by default).
-    #[arg(long, value_delimiter = ',', default_value = "bytes,density,hit,calcify")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bytes,density,hit,calcify"
+    )]
     pub experiments: Vec<String>,
     /// Smaller counts (200k items, 6M hit-ratio requests), for a quick look.
     #[arg(long)]

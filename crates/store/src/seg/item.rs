@@ -16,8 +16,9 @@
 //! larger of the two, what a writer must find room for.
 //!
 //! The value length code is the length itself below [`INLINE_VLEN`] (28 bytes);
-//! codes 28–31 say that 1–4 little-endian bytes of length follow (the fewest that
-//! hold it). An item stored without an expiry time has no `exptime` field (the most
+//! codes 28–31 say that 1–4 little-endian bytes follow, holding the length less
+//! the first length that needs that many ([`VLEN_BASE`]): 1 byte up to 283, 2 up to
+//! 65,819, 3 up to 16,843,035. Each length has one encoding. An item stored without an expiry time has no `exptime` field (the most
 //! common item); touching such an item to a non-zero time cannot write in place,
 //! so the engine writes a new copy that has the field (`View::set_exptime` says when).
 //! Flags take 4 bytes only when non-zero, and the CAS unique takes 8 only when it
@@ -46,6 +47,14 @@ const VLEN_SHIFT: u16 = 11;
 /// Value lengths below this are their own length code; codes from here up say how
 /// many bytes of length follow the header (code − 27).
 pub const INLINE_VLEN: usize = 28;
+/// The first value length written with 1, 2, 3 and 4 bytes of length; those bytes
+/// hold the length less this.
+const VLEN_BASE: [usize; 4] = [
+    INLINE_VLEN,
+    INLINE_VLEN + (1 << 8),
+    INLINE_VLEN + (1 << 8) + (1 << 16),
+    INLINE_VLEN + (1 << 8) + (1 << 16) + (1 << 24),
+];
 
 /// Last access time bits of `state` (a RelTime of 28 bits: 8.5 years of uptime).
 pub const ATIME_MASK: u32 = (1 << 28) - 1;
@@ -58,16 +67,9 @@ pub const STALE: u32 = 1 << 30;
 /// A meta win token has been handed out (memcached's ITEM_TOKEN_SENT).
 pub const TOKEN_SENT: u32 = 1 << 31;
 
-/// Bytes of value length after the header: 0 below [`INLINE_VLEN`], else the
-/// fewest little-endian bytes that hold it.
+/// Bytes of value length after the header (see [`VLEN_BASE`]).
 fn vlen_bytes(vlen: usize) -> usize {
-    match vlen {
-        v if v < INLINE_VLEN => 0,
-        v if v < 1 << 8 => 1,
-        v if v < 1 << 16 => 2,
-        v if v < 1 << 24 => 3,
-        _ => 4,
-    }
+    VLEN_BASE.iter().take_while(|&&base| vlen >= base).count()
 }
 
 /// Where, from the item's start at address (or segment offset) `at`, the `state`
@@ -156,10 +158,13 @@ pub fn checked(buf: &[u8], at: usize) -> Option<Checked> {
         code
     } else {
         let n = code - INLINE_VLEN + 1;
-        let v = usize::try_from(le(p, n)?).ok()?;
+        let v = usize::try_from(le(p, n)?)
+            .ok()?
+            .checked_add(VLEN_BASE[n - 1])?;
         p += n;
-        // New::write uses the fewest bytes.
-        if vlen_bytes(v) != n {
+        // Holds for every n below 4 (each length has one encoding); a 4-byte
+        // length is refused past what New::write can write.
+        if vlen_bytes(v) != n || u32::try_from(v).is_err() {
             return None;
         }
         v
@@ -254,8 +259,10 @@ impl New<'_> {
                 (p as *mut u32).write(self.exptime);
                 p = p.add(4);
             }
-            let len = (vlen as u64).to_le_bytes();
-            std::ptr::copy_nonoverlapping(len.as_ptr(), p, ext);
+            if ext != 0 {
+                let len = ((vlen - VLEN_BASE[ext - 1]) as u64).to_le_bytes();
+                std::ptr::copy_nonoverlapping(len.as_ptr(), p, ext);
+            }
             p = p.add(ext);
             if self.flags != 0 {
                 (p as *mut [u8; 4]).write(self.flags.to_le_bytes());
@@ -310,7 +317,7 @@ unsafe fn vlen_of(src: *const u8, w: u16) -> (usize, usize) {
     let mut len = [0u8; 8];
     // SAFETY: per the contract the `n` length bytes lie inside the item.
     unsafe { std::ptr::copy_nonoverlapping(src.add(p), len.as_mut_ptr(), n) };
-    (p + n, u64::from_le_bytes(len) as usize)
+    (p + n, u64::from_le_bytes(len) as usize + VLEN_BASE[n - 1])
 }
 
 /// The stored CAS of the item at `src`, if it carries one: [`View::read`]'s
@@ -490,7 +497,7 @@ mod tests {
             roundtrip(b"key:0000001", &[7u8; 32], b"", 0, None, exptime);
             roundtrip(b"k", b"ab", b"cd", 0xdead_beef, Some(u64::MAX), exptime);
             roundtrip(&[b'x'; 250], b"", b"", 1, None, exptime);
-            for len in [27, 28, 255, 256, 65535, 65536, (1 << 24) - 1, 1 << 24] {
+            for len in [27, 28, 283, 284, 65_819, 65_820, 16_843_035, 16_843_036] {
                 roundtrip(b"big", &vec![1u8; len - 4], b"tail", 3, Some(9), exptime);
             }
         }
@@ -568,14 +575,15 @@ mod tests {
         w[..2].copy_from_slice(&(1u16 | HAS_FLAGS).to_ne_bytes());
         assert!(checked(&w, 2).is_none(), "flags bit with zero flags");
         w[..2].copy_from_slice(&(1u16 | (INLINE_VLEN as u16) << VLEN_SHIFT).to_ne_bytes());
-        w[6] = 5;
-        assert!(checked(&w, 2).is_none(), "a short length in a length byte");
-        w[6] = 28;
-        assert!(checked(&w, 2).is_none(), "fits, but 1 + 28 > 16 bytes");
+        assert!(
+            checked(&w, 2).is_none(),
+            "1 + 28 value bytes do not fit in 16"
+        );
         let mut w = [0u8; 64];
         w[..2].copy_from_slice(&(1u16 | (INLINE_VLEN as u16) << VLEN_SHIFT).to_ne_bytes());
-        w[6] = 28;
-        assert_eq!(checked(&w, 2).map(|c| c.size), Some(36));
+        assert_eq!(checked(&w, 2).map(|c| (c.size, c.vlen)), Some((36, 28)));
+        w[6] = 5;
+        assert_eq!(checked(&w, 2).map(|c| (c.size, c.vlen)), Some((42, 33)));
     }
 
     #[test]
@@ -585,6 +593,9 @@ mod tests {
         assert_eq!(size_at(2, 11, 100, 0, false, false), 118);
         // cluster25's shape, 49-byte keys and 28-byte values: 6 + 1 + 77 = 84.
         assert_eq!(size_at(0, 49, 28, 0, false, false), 84);
+        // cluster52's, 20-byte keys and 273-byte values: 6 + 1 + 293 = 300.
+        assert_eq!(size_at(2, 20, 273, 0, false, false), 300);
+        assert_eq!(size_at(2, 20, 284, 0, false, false), 312);
         // With an expiry time: 4 bytes, and 2 of padding at a 4-aligned place.
         assert_eq!(size_at(2, 11, 32, 0, false, true), 54);
         assert_eq!(size_at(0, 11, 32, 0, false, true), 56);
