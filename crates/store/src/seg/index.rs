@@ -15,8 +15,8 @@
 //! A key may live in bucket `b1` or `b2` (both derived from the hash); an insert takes
 //! the emptier one (MemC3-style two choices), which fills tables past 90% before any
 //! insert fails. When both are full the partition's table is rebuilt: at its size
-//! under the next bucket salt (a bijective mix of the hash's low 32 bits, kept in
-//! the table's packed word) when under 85% full, else (or if that fails) 1.25×
+//! under the next bucket salt (a rotation of the hash's low 32 bits, kept in the
+//! table's packed word) when under 85% full, else (or if that fails) 1.25×
 //! larger. Churn makes every partition meet two full buckets in time; growing each
 //! time left tables 57% full at `-m 64`, the salt leaves them about 62%. A
 //! rebuild re-reads each item's key to rehash it, under the partition's lock, so it
@@ -99,10 +99,11 @@ pub fn same_buckets_everywhere(a: u64, b: u64) -> bool {
 }
 
 /// A key's two candidate buckets in a table of `n` buckets and bucket salt `salt`.
-/// The salt mixes the hash's low 32 bits bijectively, so keys that agree there
-/// share buckets under every salt too.
+/// The salt rotates the hash's low 32 bits (by `salt` mod 32, one instruction),
+/// which brings other bits up to where they choose the first bucket; a bijection,
+/// so keys that agree there share buckets under every salt too.
 fn buckets_of(h: u64, n: usize, salt: u32) -> (usize, usize) {
-    let x = (h as u32 ^ salt.wrapping_mul(0x9E37_79B9)).wrapping_mul(0x2C1B_3C6D);
+    let x = (h as u32).rotate_left(salt);
     let b1 = reduce(x, n);
     let b2 = reduce(x.wrapping_mul(0x9E37_79B1).rotate_left(16) ^ 0x5bd1_e995, n);
     (b1, b2)

@@ -69,7 +69,13 @@ pub const TOKEN_SENT: u32 = 1 << 31;
 
 /// Bytes of value length after the header (see [`VLEN_BASE`]).
 fn vlen_bytes(vlen: usize) -> usize {
-    VLEN_BASE.iter().take_while(|&&base| vlen >= base).count()
+    match vlen {
+        v if v < VLEN_BASE[0] => 0,
+        v if v < VLEN_BASE[1] => 1,
+        v if v < VLEN_BASE[2] => 2,
+        v if v < VLEN_BASE[3] => 3,
+        _ => 4,
+    }
 }
 
 /// Where, from the item's start at address (or segment offset) `at`, the `state`
@@ -253,17 +259,24 @@ impl New<'_> {
             (dst.add(state_at) as *mut u32).write(self.state);
             let mut p = dst.add(HEADER);
             if self.exptime != 0 {
-                let pad = exp_pad(at);
-                std::ptr::write_bytes(p, 0, pad);
-                p = p.add(pad);
+                if exp_pad(at) == 2 {
+                    (p as *mut [u8; 2]).write([0; 2]);
+                    p = p.add(2);
+                }
                 (p as *mut u32).write(self.exptime);
                 p = p.add(4);
             }
             if ext != 0 {
-                let len = ((vlen - VLEN_BASE[ext - 1]) as u64).to_le_bytes();
-                std::ptr::copy_nonoverlapping(len.as_ptr(), p, ext);
+                // Fixed-size writes: a variable-length copy would call memcpy.
+                let len = ((vlen - VLEN_BASE[ext - 1]) as u32).to_le_bytes();
+                match ext {
+                    1 => p.write(len[0]),
+                    2 => (p as *mut [u8; 2]).write([len[0], len[1]]),
+                    3 => (p as *mut [u8; 3]).write([len[0], len[1], len[2]]),
+                    _ => (p as *mut [u8; 4]).write(len),
+                }
+                p = p.add(ext);
             }
-            p = p.add(ext);
             if self.flags != 0 {
                 (p as *mut [u8; 4]).write(self.flags.to_le_bytes());
                 p = p.add(4);
@@ -314,10 +327,19 @@ unsafe fn vlen_of(src: *const u8, w: u16) -> (usize, usize) {
         return (p, code);
     }
     let n = code - INLINE_VLEN + 1;
-    let mut len = [0u8; 8];
-    // SAFETY: per the contract the `n` length bytes lie inside the item.
-    unsafe { std::ptr::copy_nonoverlapping(src.add(p), len.as_mut_ptr(), n) };
-    (p + n, u64::from_le_bytes(len) as usize + VLEN_BASE[n - 1])
+    // SAFETY: per the contract the `n` length bytes lie inside the item. Fixed-size
+    // reads per case: a variable-length copy would be a call to memcpy.
+    let stored = unsafe {
+        let at = src.add(p);
+        let u16_at = |q: *const u8| u16::from_le_bytes((q as *const [u8; 2]).read());
+        match n {
+            1 => usize::from(at.read()),
+            2 => usize::from(u16_at(at)),
+            3 => usize::from(u16_at(at)) | usize::from(at.add(2).read()) << 16,
+            _ => u32::from_le_bytes((at as *const [u8; 4]).read()) as usize,
+        }
+    };
+    (p + n, stored + VLEN_BASE[n - 1])
 }
 
 /// The stored CAS of the item at `src`, if it carries one: [`View::read`]'s
@@ -399,14 +421,8 @@ impl<'a> View<'a> {
                 explicit_cas,
                 exptime,
                 state,
-                size: size_at(
-                    at,
-                    klen,
-                    vlen,
-                    flags,
-                    explicit_cas.is_some(),
-                    exptime.is_some(),
-                ),
+                // What `size_at` gives for these fields: `p` is past them.
+                size: (p + klen + vlen + 1) & !1,
             }
         }
     }
