@@ -18,7 +18,7 @@
 //! under the next bucket salt (a rotation of the hash's low 32 bits, kept in the
 //! table's packed word) when under 85% full, else (or if that fails) 1.25×
 //! larger. Churn makes every partition meet two full buckets in time; growing each
-//! time left tables 57% full at `-m 64`, the salt leaves them about 62%. A
+//! time left tables 57% full at `-m 64`, the salt leaves them about 63%. A
 //! rebuild re-reads each item's key to rehash it, under the partition's lock, so it
 //! pauses only that partition's writers, for a time bounded by the partition's item
 //! count (1/4096 of the cache). Readers never wait: they go on reading the old
