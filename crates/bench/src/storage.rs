@@ -5,6 +5,11 @@
 //!   `key:0000001`… and fixed-size values, nothing evicted (each server gets
 //!   `-m 4096`). RSS is read from `/proc/PID/status` after the fill, minus the RSS of
 //!   the idle server with one connection open.
+//! - `density`: items held at `-m 64` when far more than fit were written (4×
+//!   64 MiB of keys and values, distinct keys, no TTL), at the object shapes of
+//!   Twitter's published cache traces: cluster25 (49-byte keys, 28-byte values),
+//!   cluster52 (20-byte keys, 273-byte values), and `bytes`' 100-byte values under
+//!   11-byte keys. Items, their ratio to the first server's, and resident memory.
 //! - `hit`: hit ratio at equal memory (`-m 64`) with the read-through pattern every
 //!   cache sees in production: get, and on a miss set the key. Keys follow zipf 0.99
 //!   over 10M keys; each key's value length is fixed, 100–300 B, from a hash of the
@@ -49,9 +54,13 @@ pub struct StorageArgs {
     /// for each server; the first is the baseline for ratios. `NAME=CMD` names it.
     #[arg(long = "server-cmd", required = true)]
     pub server_cmds: Vec<String>,
-    /// Experiments to run: bytes, hit, calcify; also hitcurve and misscurve (not by
-    /// default).
-    #[arg(long, value_delimiter = ',', default_value = "bytes,hit,calcify")]
+    /// Experiments to run: bytes, density, hit, calcify; also hitcurve and misscurve
+    /// (not by default).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bytes,density,hit,calcify"
+    )]
     pub experiments: Vec<String>,
     /// Smaller counts (200k items, 6M hit-ratio requests), for a quick look.
     #[arg(long)]
@@ -186,12 +195,16 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
     for e in &a.experiments {
         match e.as_str() {
             "bytes" => bytes(&a, &servers)?,
+            "density" => density(&a, &servers)?,
             "hit" => hit(&a, &servers)?,
             "hitcurve" => hit_curve(&a, &servers)?,
             "misscurve" => miss_curve(&a, &servers)?,
             "calcify" => calcify(&a, &servers)?,
             other => {
-                bail!("unknown experiment {other:?} (bytes, hit, calcify, hitcurve, misscurve)")
+                bail!(
+                    "unknown experiment {other:?} \
+                     (bytes, density, hit, calcify, hitcurve, misscurve)"
+                )
             }
         }
     }
@@ -266,6 +279,76 @@ fn bytes(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
     if let Some(dir) = &a.plot {
         let keys = format!("{n} items, RSS after the fill less the idle server's");
         write_plot(dir, "storage-items.svg", plot::items_svg(&shapes, &keys)?)?;
+    }
+    Ok(())
+}
+
+/// An object shape of `density`: name, key prefix, key length, value length.
+const SHAPES: [(&str, &str, usize, usize); 3] = [
+    ("cluster25", "c25:", 49, 28),
+    ("cluster52", "c52:", 20, 273),
+    ("100 B values", "key:", 11, 100),
+];
+
+fn density(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
+    let mem_mb: u64 = 64;
+    let volume = if a.quick { 2 } else { 4 } * (mem_mb << 20);
+    println!("\n### Items held at `-m {mem_mb}`\n");
+    println!(
+        "Distinct keys (a prefix and zero-padded numbers), no TTL, noreply sets of \
+         {}× {mem_mb} MiB of keys and values, so every server evicts; then \
+         `curr_items` and resident memory (VmRSS).\n",
+        volume / (mem_mb << 20)
+    );
+    print!("| shape | sets |");
+    for s in servers {
+        print!(" {} items |", s.name);
+    }
+    for s in &servers[1..] {
+        print!(" {} / {} |", s.name, servers[0].name);
+    }
+    for s in servers {
+        print!(" {} RSS MiB |", s.name);
+    }
+    println!();
+    println!("|---|---|{}", "---|".repeat(servers.len() * 3 - 1));
+    for (name, prefix, klen, vlen) in SHAPES {
+        let sets = volume / (klen + vlen) as u64;
+        let (mut items, mut rss) = (Vec::new(), Vec::new());
+        for s in servers {
+            let (server, mut c) = start(a, s, mem_mb)?;
+            let mut k = Vec::new();
+            for i in 1..=sets {
+                key(&mut k, prefix, klen - prefix.len(), i);
+                c.store_noreply(b"set", &k, 0, vlen);
+                if i % 1000 == 0 {
+                    c.send()?;
+                }
+            }
+            let mut hits = Vec::new();
+            c.gets(&[k.clone()], &mut hits)?;
+            let st = c.stats()?;
+            let n = stat(&st, "curr_items");
+            let kib = rss_kib(server.pid)?;
+            eprintln!(
+                "density {} {name}: {n} items of {sets}, RSS {kib} KiB, hash_bytes {}",
+                s.name,
+                stat(&st, "hash_bytes")
+            );
+            items.push(n);
+            rss.push(kib);
+        }
+        print!("| {name} ({klen} B keys, {vlen} B values) | {sets} |");
+        for n in &items {
+            print!(" {n} |");
+        }
+        for n in &items[1..] {
+            print!(" {:.2}x |", *n as f64 / items[0].max(1) as f64);
+        }
+        for kib in &rss {
+            print!(" {:.1} |", *kib as f64 / 1024.0);
+        }
+        println!();
     }
     Ok(())
 }

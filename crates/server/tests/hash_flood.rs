@@ -421,7 +421,7 @@ fn hash_flood_seed_survives_a_warm_restart_and_format_1_is_refused() {
         .unwrap_or_else(|| panic!("no [restart] line: {}", s.stderr()));
     assert!(
         line.contains("starting with an empty cache")
-            && line.contains("another version (format 1, this memcrab reads 2)"),
+            && line.contains("another version (format 1, this memcrab reads 3)"),
         "{line}"
     );
     assert_eq!(present(&mut s.connect(), &class[..17]), 0);

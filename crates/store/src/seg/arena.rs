@@ -57,27 +57,29 @@ impl Active {
         u64::from(self.cap - self.off)
     }
 
-    /// Writes `new`, `size` bytes that [`Active::fits`], after the segment's items,
-    /// raises the segment's `max_exptime` for it, and returns where it went.
+    /// Writes `new`, whose [`item::New::size`] [`Active::fits`], after the segment's
+    /// items, raises the segment's `max_exptime` for it, and returns where it went.
+    /// It takes `new.size_at(off)` bytes, at most its `size()`.
     ///
     /// # Safety
     /// The caller owns this open segment (it is its region's active segment and the
     /// region is locked, or it is the reinsertion segment and the arena is locked):
     /// bytes from `off` on are written by no one else and read by no one until
     /// linked. `descs` is the table that holds its descriptor.
-    pub unsafe fn append(&mut self, descs: &Descs, new: &item::New<'_>, size: u32) -> Written {
-        debug_assert!(self.fits(size));
+    pub unsafe fn append(&mut self, descs: &Descs, new: &item::New<'_>) -> Written {
+        debug_assert!(self.fits(new.size() as u32));
         let d = descs.get(self.seg);
         let base = d.ptr.load(Ordering::Acquire);
         // SAFETY: per the contract the bytes from `off` on are ours; the segment has
-        // `cap` bytes and `off + size <= cap`.
+        // `cap` bytes and `off + size() <= cap`; `off` is 2-aligned (item sizes
+        // are even) and the segment 64-aligned.
         unsafe { new.write(base.add(self.off as usize)) };
         d.raise_expiry(new.exptime);
         let loc = Loc {
             seg: self.seg,
             off: self.off,
         };
-        self.off += size;
+        self.off += new.size_at(self.off as usize) as u32;
         Written {
             loc,
             cas: new

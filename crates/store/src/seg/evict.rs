@@ -203,7 +203,7 @@ impl Seg {
         // SAFETY: the reinsertion segment is owned by the arena, whose lock we hold
         // (`arena` is its guard's contents); bytes from `a.off` on are unwritten and
         // unlinked.
-        let new_loc = unsafe { a.append(&self.descs, &new, size) }.loc;
+        let new_loc = unsafe { a.append(&self.descs, &new) }.loc;
         arena.reinsert = Some(a);
         Some(new_loc)
     }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  hash (64 bits): [63..52] partition  [47..32] tag  [31..0] bucket choice
-//!  slot (64 bits): tag (16) | segment id (24) | offset / 4 (24)      0 = empty
+//!  slot (64 bits): tag (16) | segment id (24) | offset / 2 (24)      0 = empty
 //!
 //!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
 //!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
@@ -14,10 +14,14 @@
 //!
 //! A key may live in bucket `b1` or `b2` (both derived from the hash); an insert takes
 //! the emptier one (MemC3-style two choices), which fills tables past 90% before any
-//! insert fails. When both are full the partition's table is rebuilt 1.25× larger:
-//! the rebuild re-reads each item's key to rehash it, under the partition's lock, so
-//! it pauses only that partition's writers, for a time bounded by the partition's
-//! item count (1/4096 of the cache). Readers never wait: they go on reading the old
+//! insert fails. When both are full the partition's table is rebuilt: at its size
+//! under the next bucket salt (a rotation of the hash's low 32 bits, kept in the
+//! table's packed word) when under 85% full, else (or if that fails) 1.25×
+//! larger. Churn makes every partition meet two full buckets in time; growing each
+//! time left tables 57% full at `-m 64`, the salt leaves them about 63%. A
+//! rebuild re-reads each item's key to rehash it, under the partition's lock, so it
+//! pauses only that partition's writers, for a time bounded by the partition's item
+//! count (1/4096 of the cache). Readers never wait: they go on reading the old
 //! table, which is freed through [`super::epoch`] once no reader can hold it.
 //! `maintain` rebuilds a table under a quarter full smaller the same way
 //! ([`Locked::shrink`]), so the index, charged against `-m`, does not keep memory
@@ -34,20 +38,24 @@
 //! and `reset_total_items` take each partition's lock in turn, so they must be
 //! called with none held. `collect` takes only the retired-table list's own lock.
 //!
-//! Imports: epoch.
+//! Imports: epoch, tables (the tables' memory).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
 use super::epoch;
+pub use super::tables::SLOTS_PER_BUCKET;
+use super::tables::{
+    free_table, initial_table, new_table, table_bytes, table_len, trim_malloc, Bucket,
+    INITIAL_BUCKETS, MAP_MIN_BUCKETS, MAX_BUCKETS, PTR_MASK, RESALT_LOAD_PCT, SALT_MASK,
+    TRIM_BYTES,
+};
 
 pub const PARTITIONS: usize = 4096;
 const PARTITION_SHIFT: u32 = 52;
-pub const SLOTS_PER_BUCKET: usize = 8;
-const INITIAL_BUCKETS: usize = 2;
 
-/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 4).
+/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Loc {
     pub seg: u32,
@@ -55,6 +63,8 @@ pub struct Loc {
 }
 
 pub const MAX_SEGMENTS: u32 = 1 << 24;
+/// The largest segment (a large item's own, whose item is at offset 0); offsets
+/// in shared segments (at most 1 MiB) are below 2^25, what a slot holds.
 pub const MAX_OFFSET: u32 = 1 << 26;
 
 fn tag_of(h: u64) -> u64 {
@@ -62,14 +72,14 @@ fn tag_of(h: u64) -> u64 {
 }
 
 fn encode(h: u64, loc: Loc) -> u64 {
-    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < MAX_OFFSET);
-    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 2)
+    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < 1 << 25);
+    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 1)
 }
 
 fn decode(slot: u64) -> Loc {
     Loc {
         seg: ((slot >> 24) & 0xff_ffff) as u32,
-        off: ((slot & 0xff_ffff) as u32) << 2,
+        off: ((slot & 0xff_ffff) as u32) << 1,
     }
 }
 
@@ -88,117 +98,15 @@ pub fn same_buckets_everywhere(a: u64, b: u64) -> bool {
     Index::part(a) == Index::part(b) && a as u32 == b as u32
 }
 
-fn buckets_of(h: u64, n: usize) -> (usize, usize) {
-    let x = h as u32;
+/// A key's two candidate buckets in a table of `n` buckets and bucket salt `salt`.
+/// The salt rotates the hash's low 32 bits (by `salt` mod 32, one instruction),
+/// which brings other bits up to where they choose the first bucket; a bijection,
+/// so keys that agree there share buckets under every salt too.
+fn buckets_of(h: u64, n: usize, salt: u32) -> (usize, usize) {
+    let x = (h as u32).rotate_left(salt);
     let b1 = reduce(x, n);
     let b2 = reduce(x.wrapping_mul(0x9E37_79B1).rotate_left(16) ^ 0x5bd1_e995, n);
     (b1, b2)
-}
-
-#[repr(align(64))]
-#[derive(Default)]
-pub struct Bucket {
-    /// Item slots; see the module docs for the encoding.
-    slots: [AtomicU64; SLOTS_PER_BUCKET],
-}
-
-/// Most buckets one partition's table may have (the count is packed in 16 bits).
-const MAX_BUCKETS: usize = (1 << 16) - 1;
-const PTR_MASK: u64 = (1 << 48) - 1;
-
-/// Tables of at least this many buckets (16 KiB) are mapped straight from the
-/// kernel with `mmap` and given back with `munmap` once retired, so what index
-/// growth retires leaves the process (malloc would keep retired tables). Their
-/// bucket count is rounded up to whole pages (at most a quarter more than asked
-/// for, and used: the mapping has no slack). Smaller tables (4096 of them hold at
-/// most 64 MiB, about 3.5M items) come from malloc; every partition's growth steps
-/// through the same sizes, so a freed small table is often the next partition's new
-/// one, and `malloc_trim` returns the rest (see [`Index::free`]).
-const MAP_MIN_BUCKETS: usize = 4 * PAGE / std::mem::size_of::<Bucket>();
-const PAGE: usize = 4096;
-/// Small tables freed between two `malloc_trim`s.
-const TRIM_BYTES: u64 = 4 << 20;
-
-/// Gives malloc's free pages back to the kernel (glibc's `malloc_trim` releases
-/// whole free pages anywhere in its heaps, not only at the top).
-fn trim_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases memory malloc holds free; any thread may
-    // call it at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Bytes a table of `n` buckets holds: whole pages when mapped.
-fn table_bytes(n: usize) -> usize {
-    let b = n * std::mem::size_of::<Bucket>();
-    if n >= MAP_MIN_BUCKETS {
-        b.div_ceil(PAGE) * PAGE
-    } else {
-        b
-    }
-}
-
-/// The bucket count a table asked to have at least `n` buckets gets: a mapped one
-/// fills its last page.
-fn table_len(n: usize) -> usize {
-    if n >= MAP_MIN_BUCKETS {
-        (table_bytes(n) / std::mem::size_of::<Bucket>()).min(MAX_BUCKETS)
-    } else {
-        n
-    }
-}
-
-fn small_layout(n: usize) -> std::alloc::Layout {
-    // n ≥ 1 buckets of 64 bytes, aligned as a Bucket: never an invalid layout.
-    std::alloc::Layout::array::<Bucket>(n.max(1)).unwrap_or(std::alloc::Layout::new::<Bucket>())
-}
-
-/// A zeroed table of `n` buckets (an all-zero Bucket is empty), packed (see
-/// [`pack`]); None when the kernel or the allocator has no memory.
-fn new_table(n: usize) -> Option<u64> {
-    debug_assert!(n == table_len(n) && n <= MAX_BUCKETS);
-    let p = if n >= MAP_MIN_BUCKETS {
-        // SAFETY: an anonymous private mapping of a non-zero length at an address the
-        // kernel chooses touches no existing memory; its pages read as zeros.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                table_bytes(n),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        p as *mut Bucket
-    } else {
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(small_layout(n)) } as *mut Bucket;
-        if p.is_null() {
-            return None;
-        }
-        p
-    };
-    Some(pack(p, n))
-}
-
-/// A table as readers load it, in one word: the bucket array's address in the low 48
-/// bits (user-space addresses fit in 47) and the bucket count in the high 16. One
-/// atomic load in a dense 32 KiB array, instead of a pointer to a table header that
-/// is one more cache miss on every lookup.
-fn pack(p: *mut Bucket, n: usize) -> u64 {
-    let (p, n) = (p as u64, n as u64);
-    if p > PTR_MASK || n > MAX_BUCKETS as u64 {
-        // Not input-dependent: an address space this engine does not support.
-        eprintln!("memcrab: index table at {p:#x} does not fit in 48 bits");
-        std::process::abort();
-    }
-    n << 48 | p
 }
 
 /// The buckets of a packed table.
@@ -206,46 +114,32 @@ fn pack(p: *mut Bucket, n: usize) -> u64 {
 /// # Safety
 /// `v` came from [`new_table`] and the table has not been freed.
 unsafe fn unpack<'a>(v: u64) -> Table<'a> {
-    let (p, n) = ((v & PTR_MASK) as *const Bucket, (v >> 48) as usize);
+    let p = (v & PTR_MASK & !SALT_MASK) as *const Bucket;
+    let n = (v >> 48) as usize;
     // SAFETY: per the contract, `new_table` made this from `n` zeroed buckets that
     // are still allocated.
     let buckets = unsafe { std::slice::from_raw_parts(p, n) };
-    Table { buckets }
-}
-
-/// Frees a packed table.
-///
-/// # Safety
-/// `v` came from [`new_table`], and no reader or writer can reach the table any more.
-unsafe fn free_table(v: u64) {
-    let (p, n) = ((v & PTR_MASK) as *mut Bucket, (v >> 48) as usize);
-    if n >= MAP_MIN_BUCKETS {
-        // SAFETY: per the contract this is the whole mapping `new_table` made for
-        // `n` buckets, and nothing uses it any more.
-        unsafe { libc::munmap(p as *mut libc::c_void, table_bytes(n)) };
-    } else {
-        // SAFETY: per the contract, allocated by `new_table` with this layout.
-        unsafe { std::alloc::dealloc(p as *mut u8, small_layout(n)) };
+    Table {
+        buckets,
+        salt: (v & SALT_MASK) as u32,
     }
-}
-
-/// A partition's first table. Not input-dependent: without 512 KiB at startup
-/// nothing can run.
-fn initial_table() -> u64 {
-    new_table(INITIAL_BUCKETS).unwrap_or_else(|| {
-        eprintln!("memcrab: no memory for the index");
-        std::process::abort()
-    })
 }
 
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
     buckets: &'a [Bucket],
+    /// Mixed into the hash to choose buckets ([`buckets_of`]).
+    salt: u32,
 }
 
 impl Table<'_> {
     fn len(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// The two candidate buckets of hash `h` in this table.
+    fn buckets_of(&self, h: u64) -> (usize, usize) {
+        buckets_of(h, self.len(), self.salt)
     }
 
     /// How many slots the table has (numbered bucket × 8 + slot).
@@ -298,7 +192,7 @@ impl Table<'_> {
 
     /// Places a slot value in the emptier candidate bucket; false when both are full.
     fn place(&self, h: u64, value: u64) -> bool {
-        let (b1, b2) = buckets_of(h, self.len());
+        let (b1, b2) = self.buckets_of(h);
         let b = if b1 != b2 && self.occupancy(b2) < self.occupancy(b1) {
             b2
         } else {
@@ -427,7 +321,7 @@ impl Index {
         // SAFETY: tables are freed only after an epoch no pinned reader predates, and
         // the caller is pinned (`_pin`).
         let t = unsafe { self.table(h) };
-        let (b1, b2) = buckets_of(h, t.len());
+        let (b1, b2) = t.buckets_of(h);
         let tag = tag_of(h);
         for b in [b1, b2] {
             for s in &t.buckets[b].slots {
@@ -450,7 +344,7 @@ impl Index {
     pub fn prefetch(&self, h: u64, _pin: &epoch::Guard) {
         // SAFETY: pinned, so the table is not freed (see `find`).
         let t = unsafe { self.table(h) };
-        let (b1, b2) = buckets_of(h, t.len());
+        let (b1, b2) = t.buckets_of(h);
         prefetch(&t.buckets[b1]);
         prefetch(&t.buckets[b2]);
     }
@@ -459,7 +353,7 @@ impl Index {
     pub fn peek(&self, h: u64, _pin: &epoch::Guard) -> Option<Loc> {
         // SAFETY: pinned, so the table is not freed (see `find`).
         let t = unsafe { self.table(h) };
-        let (b1, b2) = buckets_of(h, t.len());
+        let (b1, b2) = t.buckets_of(h);
         let tag = tag_of(h);
         [b1, b2].into_iter().find_map(|b| {
             t.buckets[b].slots.iter().find_map(|s| {
@@ -601,7 +495,7 @@ impl Locked<'_> {
     /// The slot of the item whose key `is_key` accepts.
     pub fn find(&self, h: u64, mut is_key: impl FnMut(Loc) -> bool) -> Option<(SlotPos, Loc)> {
         let t = self.table();
-        let (b1, b2) = buckets_of(h, t.len());
+        let (b1, b2) = t.buckets_of(h);
         let tag = tag_of(h);
         for b in [b1, b2] {
             for (i, s) in t.buckets[b].slots.iter().enumerate() {
@@ -624,7 +518,7 @@ impl Locked<'_> {
     pub fn find_loc(&self, h: u64, loc: Loc) -> Option<SlotPos> {
         let want = encode(h, loc);
         let t = self.table();
-        let (b1, b2) = buckets_of(h, t.len());
+        let (b1, b2) = t.buckets_of(h);
         for b in [b1, b2] {
             if let Some(i) = t.buckets[b]
                 .slots
@@ -659,16 +553,22 @@ impl Locked<'_> {
             return None;
         }
         let displace = |t: &Table<'_>| {
-            let (b1, _) = buckets_of(h, t.len());
+            let (b1, _) = t.buckets_of(h);
             decode(t.buckets[b1].slots[0].swap(value, Ordering::AcqRel))
         };
         if old.len() >= MAX_BUCKETS {
             return Some(displace(&old));
         }
+        if (self.counts.items as usize) * 100 < old.slot_count() * RESALT_LOAD_PCT {
+            if let Some(packed) = self.rebuilt(&old, old.len(), old.salt + 1, &rehash, h, value) {
+                self.publish(packed);
+                return None;
+            }
+        }
         self.index.expanding.fetch_add(1, Ordering::Relaxed);
         let mut n = table_len((old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS));
         let (packed, victim) = loop {
-            let Some(packed) = self.new_table(n) else {
+            let Some(packed) = self.new_table(n, old.salt) else {
                 self.index.expanding.fetch_sub(1, Ordering::Relaxed);
                 return Some(displace(&old));
             };
@@ -691,6 +591,29 @@ impl Locked<'_> {
         victim
     }
 
+    /// The table rebuilt as `n` buckets under bucket salt `salt`, with the new slot
+    /// `value` of hash `h` placed, to publish; None (nothing changed) when something
+    /// does not fit or there is no memory. `rehash` as for `insert`.
+    fn rebuilt(
+        &self,
+        old: &Table<'_>,
+        n: usize,
+        salt: u32,
+        rehash: &impl Fn(Loc) -> u64,
+        h: u64,
+        value: u64,
+    ) -> Option<u64> {
+        let packed = self.new_table(n, salt)?;
+        // SAFETY: just made, and not yet shared with anyone.
+        let t = unsafe { unpack(packed) };
+        if t.take_all(old, rehash, self.index) && t.place(h, value) {
+            return Some(packed);
+        }
+        // SAFETY: unpublished: no reader can be in it.
+        unsafe { self.index.free(packed) };
+        None
+    }
+
     /// Sizes an empty partition's table for about `items` items at 80% load, so
     /// that a bulk load whose size is known (a warm restart) does not rebuild the
     /// table a dozen times on the way up, re-reading every key each time. Does
@@ -704,7 +627,7 @@ impl Locked<'_> {
         if self.counts.items != 0 || n <= old.len() {
             return;
         }
-        let Some(packed) = self.new_table(n) else {
+        let Some(packed) = self.new_table(n, old.salt) else {
             return;
         };
         self.publish(packed);
@@ -724,7 +647,7 @@ impl Locked<'_> {
         }
         let mut n = table_len((items * 2).div_ceil(SLOTS_PER_BUCKET).max(INITIAL_BUCKETS));
         while n < old.len() {
-            let Some(packed) = self.new_table(n) else {
+            let Some(packed) = self.new_table(n, old.salt) else {
                 return false;
             };
             // SAFETY: just made, and not yet shared with anyone.
@@ -742,8 +665,8 @@ impl Locked<'_> {
 
     /// A new table of `n` buckets, its bytes counted in the index's total (charged
     /// against `-m`) from now until it is freed.
-    fn new_table(&self, n: usize) -> Option<u64> {
-        let packed = new_table(n)?;
+    fn new_table(&self, n: usize, salt: u32) -> Option<u64> {
+        let packed = new_table(n, salt)?;
         self.index
             .bytes
             .fetch_add(table_bytes(n) as u64, Ordering::Relaxed);

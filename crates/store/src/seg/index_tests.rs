@@ -1,5 +1,5 @@
-//! The index's unit tests: growth, shrinking, the byte count, and what a partition
-//! does when its table cannot grow.
+//! The index's unit tests: growth, rebuilds under a new salt, shrinking, the byte
+//! count, and what a partition does when its table cannot grow.
 
 use super::*;
 use std::collections::HashMap;
@@ -195,5 +195,45 @@ fn colliding_hashes_grow_a_table_once_then_displace() {
         drop(l);
         let g = epoch::pin();
         assert_eq!(idx.find(other, &g, |x| x == at), Some(at));
+    }
+}
+
+#[test]
+fn churn_rebuilds_under_a_new_salt_before_growing() {
+    // A cache at its memory bound: a fixed number of live items, the oldest
+    // replaced by a new one, over and over. Every partition meets two full buckets
+    // in time; under 85% full the table is rebuilt at its size under the next salt.
+    // Growing each time instead ends at 576 buckets here (43% full); with the salt
+    // at 448 (56%).
+    let idx = Index::new();
+    let live = 2_000u64;
+    let mut hashes = HashMap::new();
+    let loc = |i: u64| Loc {
+        seg: (i % 1000 + 1) as u32,
+        off: ((i / 1000) * 4) as u32,
+    };
+    let hash = |i: u64| h(i) & !(0xfff << PARTITION_SHIFT);
+    let (mut salts, mut len) = (std::collections::HashSet::new(), 0);
+    for i in 1..=live * 30 {
+        hashes.insert(loc(i), hash(i));
+        let mut l = idx.lock(hash(i));
+        assert!(l.insert(hash(i), loc(i), |x| hashes[&x]).is_none());
+        l.counts.items += 1;
+        if i > live {
+            let old = i - live;
+            let pos = l.find_loc(hash(old), loc(old)).expect("live");
+            l.remove(pos);
+            l.counts.items -= 1;
+            hashes.remove(&loc(old));
+        }
+        salts.insert(l.table().salt);
+        len = l.table().len();
+    }
+    let load = live as f64 / (len * SLOTS_PER_BUCKET) as f64;
+    assert!(load > 0.5, "load {load} after churn ({len} buckets)");
+    assert!(salts.len() > 1, "never rebuilt under a new salt");
+    let g = epoch::pin();
+    for (l, hi) in &hashes {
+        assert_eq!(idx.find(*hi, &g, |x| x == *l), Some(*l));
     }
 }

@@ -1,23 +1,32 @@
-//! The item layout inside a segment: an 8-byte header, optional fields, key, value.
+//! The item layout inside a segment: a 6-byte header, optional fields, key, value.
 //!
 //! ```text
-//!  0        4          8           (+4)       (+4)       (+4)     (+8)
-//!  ├ word0 ─┼─ state ──┼ [exptime] ─┼ [vlen32] ┼ [flags] ─┼ [cas] ─┼ key … ┼ value … ┼ pad to 4
-//!  word0 (immutable): key length (8 bits) | HAS_FLAGS | HAS_CAS | LONG | HAS_EXP | value length (20 bits)
-//!  state (atomic):    last access (28 bits) | ACCESSED | FETCHED | STALE | TOKEN_SENT
-//!  exptime (atomic):  RelTime, 0 = never; present only when the item was stored with one
+//!  item at a 4-aligned place:   0 ─ state ─ 4 ─ w ─ 6 ┬ [pad 2][exptime]┬ [vlen 1–4 B] ┬ [flags] ┬ [cas] ┬ key … ┬ value … ┬ pad to 2
+//!  item at a place 2 past that: 0 ─ w ─ 2 ─ state ─ 6 ┴ [exptime] ──────┘   (+1..4)      (+4)      (+8)
+//!  w (16 bits, immutable):  key length (8) | HAS_FLAGS | HAS_CAS | HAS_EXP | value length code (5)
+//!  state (atomic u32):      last access (28 bits) | ACCESSED | FETCHED | STALE | TOKEN_SENT
+//!  exptime (atomic u32):    RelTime, 0 = never; present only when the item was stored with one
 //! ```
 //!
-//! An item stored without an expiry time has no `exptime` field (4 bytes saved on the
-//! most common item); touching such an item to a non-zero time cannot write in place,
+//! Items are 2-aligned, so a segment wastes under a byte per item on padding. The two
+//! atomics must be 4-aligned: the item's place says which of its first two 2-byte
+//! halves of the header holds `w` and which starts `state` (the 4-aligned one), and
+//! an `exptime` field of an item at a 4-aligned place follows 2 bytes of padding. An
+//! item's size therefore depends on its place ([`size_at`]); [`New::size`] is the
+//! larger of the two, what a writer must find room for.
+//!
+//! The value length code is the length itself below [`INLINE_VLEN`] (28 bytes);
+//! codes 28–31 say that 1–4 little-endian bytes follow, holding the length less
+//! the first length that needs that many ([`VLEN_BASE`]): 1 byte up to 283, 2 up to
+//! 65,819, 3 up to 16,843,035. Each length has one encoding. An item stored without an expiry time has no `exptime` field (the most
+//! common item); touching such an item to a non-zero time cannot write in place,
 //! so the engine writes a new copy that has the field (`View::set_exptime` says when).
-//! Flags take 4 bytes only when non-zero, a value length over 20 bits takes 4 more,
-//! and the CAS unique takes 8 only when it cannot be derived from the item's place
-//! (see `Desc::cas_of` in segments.rs): when an item was moved by eviction or
-//! compaction, was given an explicit CAS, or is a new version whose place derives
-//! a unique no larger than its key's last one (`Seg::next_unique`).
-//! Everything but `exptime` and `state` is written once, before the item is
-//! published in the index, and never changed while the item is reachable.
+//! Flags take 4 bytes only when non-zero, and the CAS unique takes 8 only when it
+//! cannot be derived from the item's place (see `Desc::cas_of` in segments.rs): when
+//! an item was moved by eviction or compaction, was given an explicit CAS, or is a
+//! new version whose place derives a unique no larger than its key's last one
+//! (`Seg::next_unique`). Everything but `exptime` and `state` is written once, before
+//! the item is published in the index, and never changed while the item is reachable.
 //!
 //! Locks: none taken or expected; `state` and `exptime` are atomics. Whoever reads
 //! or writes an item keeps its segment alive (pinned, partition-locked, or owning
@@ -27,17 +36,25 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Bytes of the fixed header.
-pub const HEADER: usize = 8;
+/// Bytes of the fixed header (`w` and `state`).
+pub const HEADER: usize = 6;
 
-const KLEN_MASK: u32 = 0xff;
-const HAS_FLAGS: u32 = 1 << 8;
-const HAS_CAS: u32 = 1 << 9;
-const LONG: u32 = 1 << 10;
-const HAS_EXP: u32 = 1 << 11;
-const VLEN_SHIFT: u32 = 12;
-/// Values shorter than this keep their length in word0.
-const SHORT_VLEN_LIMIT: usize = 1 << 20;
+const KLEN_MASK: u16 = 0xff;
+const HAS_FLAGS: u16 = 1 << 8;
+const HAS_CAS: u16 = 1 << 9;
+const HAS_EXP: u16 = 1 << 10;
+const VLEN_SHIFT: u16 = 11;
+/// Value lengths below this are their own length code; codes from here up say how
+/// many bytes of length follow the header (code − 27).
+pub const INLINE_VLEN: usize = 28;
+/// The first value length written with 1, 2, 3 and 4 bytes of length; those bytes
+/// hold the length less this.
+const VLEN_BASE: [usize; 4] = [
+    INLINE_VLEN,
+    INLINE_VLEN + (1 << 8),
+    INLINE_VLEN + (1 << 8) + (1 << 16),
+    INLINE_VLEN + (1 << 8) + (1 << 16) + (1 << 24),
+];
 
 /// Last access time bits of `state` (a RelTime of 28 bits: 8.5 years of uptime).
 pub const ATIME_MASK: u32 = (1 << 28) - 1;
@@ -50,14 +67,51 @@ pub const STALE: u32 = 1 << 30;
 /// A meta win token has been handed out (memcached's ITEM_TOKEN_SENT).
 pub const TOKEN_SENT: u32 = 1 << 31;
 
-/// The bytes an item with these fields takes in a segment (a multiple of 4).
-pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool, has_exp: bool) -> usize {
-    let mut n = HEADER + klen + vlen;
-    if has_exp {
-        n += 4;
+/// Bytes of value length after the header (see [`VLEN_BASE`]).
+fn vlen_bytes(vlen: usize) -> usize {
+    match vlen {
+        v if v < VLEN_BASE[0] => 0,
+        v if v < VLEN_BASE[1] => 1,
+        v if v < VLEN_BASE[2] => 2,
+        v if v < VLEN_BASE[3] => 3,
+        _ => 4,
     }
-    if vlen >= SHORT_VLEN_LIMIT {
-        n += 4;
+}
+
+/// Where, from the item's start at address (or segment offset) `at`, the `state`
+/// word and `w` lie: `state` takes the 4-aligned one of the two places.
+fn places(at: usize) -> (usize, usize) {
+    if at.is_multiple_of(4) {
+        (0, 4)
+    } else {
+        (2, 0)
+    }
+}
+
+/// Padding before `exptime` for an item at `at` (the header ends 2 past a 4-aligned
+/// address when the item starts on one).
+fn exp_pad(at: usize) -> usize {
+    if at.is_multiple_of(4) {
+        2
+    } else {
+        0
+    }
+}
+
+/// The bytes an item with these fields takes in a segment at address or offset
+/// `at` (2-aligned; only `at` mod 4 matters, and segments are 64-aligned). A
+/// multiple of 2.
+pub fn size_at(
+    at: usize,
+    klen: usize,
+    vlen: usize,
+    flags: u32,
+    explicit_cas: bool,
+    has_exp: bool,
+) -> usize {
+    let mut n = HEADER + vlen_bytes(vlen) + klen + vlen;
+    if has_exp {
+        n += exp_pad(at) + 4;
     }
     if flags != 0 {
         n += 4;
@@ -65,7 +119,7 @@ pub fn size(klen: usize, vlen: usize, flags: u32, explicit_cas: bool, has_exp: b
     if explicit_cas {
         n += 8;
     }
-    (n + 3) & !3
+    (n + 1) & !1
 }
 
 /// What [`checked`] found at the start of a buffer: the item's size in bytes and
@@ -75,40 +129,55 @@ pub struct Checked {
     pub vlen: usize,
 }
 
-/// Reads the header of the item at the start of `buf` (bytes of a segment a
-/// restart found in the memory file) using only `buf`'s bytes: None unless the
-/// header is one [`New::write`] could have written (the optional fields agree with
-/// the header bits, a key of at least 1 byte) and the whole item fits in `buf`. A
-/// header that passes can be given to [`View::read`].
-pub fn checked(buf: &[u8]) -> Option<Checked> {
-    let word = |at: usize| -> Option<u32> {
-        let b = buf.get(at..at.checked_add(4)?)?;
-        Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+/// Reads the header of the item at the start of `buf`, at segment offset `at`
+/// (bytes of a segment a restart found in the memory file), using only `buf`'s
+/// bytes: None unless the header is one [`New::write`] could have written (a
+/// 2-aligned place, the optional fields agree with the header bits, the shortest
+/// length encoding, zero padding, a key of at least 1 byte) and the whole item fits
+/// in `buf`. A header that passes can be given to [`View::read`].
+pub fn checked(buf: &[u8], at: usize) -> Option<Checked> {
+    if !at.is_multiple_of(2) {
+        return None;
+    }
+    let bytes = |from: usize, n: usize| buf.get(from..from.checked_add(n)?);
+    let le = |from: usize, n: usize| -> Option<u64> {
+        let b = bytes(from, n)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| v << 8 | u64::from(x)))
     };
-    let w0 = word(0)?;
-    let klen = (w0 & KLEN_MASK) as usize;
+    let (_, w_at) = places(at);
+    let wb = bytes(w_at, 2)?;
+    let w = u16::from_ne_bytes([wb[0], wb[1]]);
+    let klen = usize::from(w & KLEN_MASK);
     if klen == 0 {
         return None;
     }
+    let has_exp = w & HAS_EXP != 0;
     let mut p = HEADER;
-    let has_exp = w0 & HAS_EXP != 0;
     if has_exp {
-        p += 4;
+        if bytes(p, exp_pad(at))?.iter().any(|&b| b != 0) {
+            return None;
+        }
+        p += exp_pad(at) + 4;
     }
-    let vlen = if w0 & LONG != 0 {
-        let v = word(p)? as usize;
-        p += 4;
-        // New::write sets LONG exactly for values this long, with no short length.
-        if v < SHORT_VLEN_LIMIT || w0 >> VLEN_SHIFT != 0 {
+    let code = usize::from(w >> VLEN_SHIFT);
+    let vlen = if code < INLINE_VLEN {
+        code
+    } else {
+        let n = code - INLINE_VLEN + 1;
+        let v = usize::try_from(le(p, n)?)
+            .ok()?
+            .checked_add(VLEN_BASE[n - 1])?;
+        p += n;
+        // Holds for every n below 4 (each length has one encoding); a 4-byte
+        // length is refused past what New::write can write.
+        if vlen_bytes(v) != n || u32::try_from(v).is_err() {
             return None;
         }
         v
-    } else {
-        (w0 >> VLEN_SHIFT) as usize
     };
-    let flags = if w0 & HAS_FLAGS != 0 {
+    let flags = if w & HAS_FLAGS != 0 {
         // Written only for non-zero flags.
-        let f = word(p)?;
+        let f = le(p, 4)? as u32;
         if f == 0 {
             return None;
         }
@@ -116,7 +185,7 @@ pub fn checked(buf: &[u8]) -> Option<Checked> {
     } else {
         0
     };
-    let n = size(klen, vlen, flags, w0 & HAS_CAS != 0, has_exp);
+    let n = size_at(at, klen, vlen, flags, w & HAS_CAS != 0, has_exp);
     (n <= buf.len()).then_some(Checked { size: n, vlen })
 }
 
@@ -137,8 +206,10 @@ impl New<'_> {
         self.value[0].len() + self.value[1].len()
     }
 
-    pub fn size(&self) -> usize {
-        size(
+    /// The bytes the item takes at `at` (see [`size_at`]).
+    pub fn size_at(&self, at: usize) -> usize {
+        size_at(
+            at,
             self.key.len(),
             self.value_len(),
             self.flags,
@@ -147,46 +218,67 @@ impl New<'_> {
         )
     }
 
-    /// Writes the item at `dst`.
+    /// The most bytes the item can take, wherever it goes: what to find room for.
+    pub fn size(&self) -> usize {
+        self.size_at(0)
+    }
+
+    /// Writes the item at `dst`; it then takes `self.size_at(dst as usize)` bytes.
     ///
     /// # Safety
-    /// `dst` is 4-byte aligned, valid for writes of `self.size()` bytes, and no other
+    /// `dst` is 2-aligned, valid for writes of `self.size()` bytes, and no other
     /// thread accesses those bytes until the item is published (with a Release store
     /// that readers Acquire).
     pub unsafe fn write(&self, dst: *mut u8) {
+        let at = dst as usize;
+        debug_assert!(at.is_multiple_of(2));
         let vlen = self.value_len();
-        let mut w0 = (self.key.len() as u32) & KLEN_MASK;
-        if vlen < SHORT_VLEN_LIMIT {
-            w0 |= (vlen as u32) << VLEN_SHIFT;
+        debug_assert!(u32::try_from(vlen).is_ok());
+        let ext = vlen_bytes(vlen);
+        let code = if ext == 0 {
+            vlen
         } else {
-            w0 |= LONG;
-        }
+            INLINE_VLEN + ext - 1
+        };
+        let mut w = (self.key.len() as u16 & KLEN_MASK) | (code as u16) << VLEN_SHIFT;
         if self.flags != 0 {
-            w0 |= HAS_FLAGS;
+            w |= HAS_FLAGS;
         }
         if self.cas.is_some() {
-            w0 |= HAS_CAS;
+            w |= HAS_CAS;
         }
         if self.exptime != 0 {
-            w0 |= HAS_EXP;
+            w |= HAS_EXP;
         }
-        // SAFETY: the caller gives us `size()` writable, aligned, unshared bytes; every
-        // write below stays inside them (the offsets add up to `size()`).
+        let (state_at, w_at) = places(at);
+        // SAFETY: the caller gives us `size()` writable, 2-aligned, unshared bytes;
+        // every write below stays inside the first `size_at(at)` of them (the offsets
+        // add up to it), and `state` and `exptime` land 4-aligned (`places`, `exp_pad`).
         unsafe {
-            (dst as *mut u32).write(w0);
-            (dst.add(4) as *mut u32).write(self.state);
+            (dst.add(w_at) as *mut u16).write(w);
+            (dst.add(state_at) as *mut u32).write(self.state);
             let mut p = dst.add(HEADER);
-            if w0 & HAS_EXP != 0 {
-                // 4-aligned: items are, and the header is 8 bytes.
+            if self.exptime != 0 {
+                if exp_pad(at) == 2 {
+                    (p as *mut [u8; 2]).write([0; 2]);
+                    p = p.add(2);
+                }
                 (p as *mut u32).write(self.exptime);
                 p = p.add(4);
             }
-            if w0 & LONG != 0 {
-                (p as *mut u32).write_unaligned(vlen as u32);
-                p = p.add(4);
+            if ext != 0 {
+                // Fixed-size writes: a variable-length copy would call memcpy.
+                let len = ((vlen - VLEN_BASE[ext - 1]) as u32).to_le_bytes();
+                match ext {
+                    1 => p.write(len[0]),
+                    2 => (p as *mut [u8; 2]).write([len[0], len[1]]),
+                    3 => (p as *mut [u8; 3]).write([len[0], len[1], len[2]]),
+                    _ => (p as *mut [u8; 4]).write(len),
+                }
+                p = p.add(ext);
             }
             if self.flags != 0 {
-                (p as *mut u32).write_unaligned(self.flags);
+                (p as *mut [u8; 4]).write(self.flags.to_le_bytes());
                 p = p.add(4);
             }
             if let Some(cas) = self.cas {
@@ -203,6 +295,53 @@ impl New<'_> {
     }
 }
 
+/// The header of the item at `src`: `w` and the `state` word's address.
+///
+/// # Safety
+/// As [`View::read`].
+unsafe fn header(src: *const u8) -> (u16, *const AtomicU32) {
+    let at = src as usize;
+    let (state_at, w_at) = places(at);
+    // SAFETY: per the contract the header lies inside the item, `w` written before
+    // publication and not changed since; `state` is 4-aligned (`places`).
+    unsafe {
+        let w = (src.add(w_at) as *const u16).read();
+        let state = src.add(state_at) as *const AtomicU32;
+        (w, state)
+    }
+}
+
+/// Where the fields after the value length start (an offset from `src`), and the
+/// value's length, for the item at `src` with header `w`.
+///
+/// # Safety
+/// As [`View::read`].
+unsafe fn vlen_of(src: *const u8, w: u16) -> (usize, usize) {
+    let at = src as usize;
+    let mut p = HEADER;
+    if w & HAS_EXP != 0 {
+        p += exp_pad(at) + 4;
+    }
+    let code = usize::from(w >> VLEN_SHIFT);
+    if code < INLINE_VLEN {
+        return (p, code);
+    }
+    let n = code - INLINE_VLEN + 1;
+    // SAFETY: per the contract the `n` length bytes lie inside the item. Fixed-size
+    // reads per case: a variable-length copy would be a call to memcpy.
+    let stored = unsafe {
+        let at = src.add(p);
+        let u16_at = |q: *const u8| u16::from_le_bytes((q as *const [u8; 2]).read());
+        match n {
+            1 => usize::from(at.read()),
+            2 => usize::from(u16_at(at)),
+            3 => usize::from(u16_at(at)) | usize::from(at.add(2).read()) << 16,
+            _ => u32::from_le_bytes((at as *const [u8; 4]).read()) as usize,
+        }
+    };
+    (p + n, stored + VLEN_BASE[n - 1])
+}
+
 /// The stored CAS of the item at `src`, if it carries one: [`View::read`]'s
 /// `explicit_cas` from the header alone (the check of a new version's order reads
 /// two items' uniques and nothing else of them).
@@ -213,15 +352,15 @@ pub unsafe fn explicit_cas(src: *const u8) -> Option<u64> {
     // SAFETY: per the contract the header and the fields it announces lie inside
     // the item, written before publication and not changed since.
     unsafe {
-        let w0 = (src as *const u32).read();
-        if w0 & HAS_CAS == 0 {
+        let (w, _) = header(src);
+        if w & HAS_CAS == 0 {
             return None;
         }
-        let before = [HAS_EXP, LONG, HAS_FLAGS]
-            .iter()
-            .filter(|&&bit| w0 & bit != 0)
-            .count();
-        Some((src.add(HEADER + 4 * before) as *const u64).read_unaligned())
+        let (mut p, _) = vlen_of(src, w);
+        if w & HAS_FLAGS != 0 {
+            p += 4;
+        }
+        Some((src.add(p) as *const u64).read_unaligned())
     }
 }
 
@@ -252,40 +391,29 @@ impl<'a> View<'a> {
         // the item's bytes, which nobody writes while we read them; `exptime` and
         // `state` are 4-aligned and only ever accessed atomically after publication.
         unsafe {
-            let w0 = (src as *const u32).read();
-            let state = &*(src.add(4) as *const AtomicU32);
-            let mut p = src.add(HEADER);
-            let exptime = if w0 & HAS_EXP != 0 {
-                let e = &*(p as *const AtomicU32);
-                p = p.add(4);
-                Some(e)
-            } else {
-                None
-            };
-            let vlen = if w0 & LONG != 0 {
-                let v = (p as *const u32).read_unaligned() as usize;
-                p = p.add(4);
-                v
-            } else {
-                (w0 >> VLEN_SHIFT) as usize
-            };
-            let flags = if w0 & HAS_FLAGS != 0 {
-                let f = (p as *const u32).read_unaligned();
-                p = p.add(4);
+            let at = src as usize;
+            let (w, state) = header(src);
+            let state = &*state;
+            let exptime =
+                (w & HAS_EXP != 0).then(|| &*(src.add(HEADER + exp_pad(at)) as *const AtomicU32));
+            let (mut p, vlen) = vlen_of(src, w);
+            let flags = if w & HAS_FLAGS != 0 {
+                let f = u32::from_le_bytes((src.add(p) as *const [u8; 4]).read());
+                p += 4;
                 f
             } else {
                 0
             };
-            let explicit_cas = if w0 & HAS_CAS != 0 {
-                let c = (p as *const u64).read_unaligned();
-                p = p.add(8);
+            let explicit_cas = if w & HAS_CAS != 0 {
+                let c = (src.add(p) as *const u64).read_unaligned();
+                p += 8;
                 Some(c)
             } else {
                 None
             };
-            let klen = (w0 & KLEN_MASK) as usize;
-            let key = std::slice::from_raw_parts(p, klen);
-            let value = std::slice::from_raw_parts(p.add(klen), vlen);
+            let klen = usize::from(w & KLEN_MASK);
+            let key = std::slice::from_raw_parts(src.add(p), klen);
+            let value = std::slice::from_raw_parts(src.add(p + klen), vlen);
             View {
                 key,
                 value,
@@ -293,7 +421,8 @@ impl<'a> View<'a> {
                 explicit_cas,
                 exptime,
                 state,
-                size: size(klen, vlen, flags, explicit_cas.is_some(), exptime.is_some()),
+                // What `size_at` gives for these fields: `p` is past them.
+                size: (p + klen + vlen + 1) & !1,
             }
         }
     }
@@ -331,6 +460,11 @@ impl<'a> View<'a> {
 mod tests {
     use super::*;
 
+    /// A 4-aligned buffer of at least `n` + 2 bytes.
+    fn buffer(n: usize) -> Vec<u32> {
+        vec![0u32; n / 4 + 2]
+    }
+
     fn roundtrip(key: &[u8], a: &[u8], b: &[u8], flags: u32, cas: Option<u64>, exptime: u32) {
         let n = New {
             key,
@@ -340,25 +474,37 @@ mod tests {
             state: 5 | FETCHED,
             cas,
         };
-        let mut buf = vec![0u32; n.size() / 4 + 1];
-        let p = buf.as_mut_ptr() as *mut u8;
-        // SAFETY: `buf` is 4-aligned, larger than the item and ours alone.
-        let v = unsafe {
-            n.write(p);
-            View::read(p)
-        };
-        assert_eq!(v.key, key);
-        let mut joined = a.to_vec();
-        joined.extend_from_slice(b);
-        assert_eq!(v.value, &joined[..]);
-        assert_eq!(v.flags, flags);
-        assert_eq!(v.explicit_cas, cas);
-        // SAFETY: as above.
-        assert_eq!(unsafe { explicit_cas(p) }, cas);
-        assert_eq!(v.exptime(), exptime);
-        assert_eq!(v.state(), 5 | FETCHED);
-        assert_eq!(v.size, n.size());
-        assert_eq!(v.size % 4, 0);
+        let mut buf = buffer(n.size());
+        // Both placements: 4-aligned, and 2 past that.
+        for shift in [0, 2] {
+            // SAFETY: `buf` is 4-aligned and `size() + 2` bytes long, so the shifted
+            // place is 2-aligned with room for the item.
+            let p = unsafe { (buf.as_mut_ptr() as *mut u8).add(shift) };
+            // SAFETY: `buf` is ours alone and holds the item (as above).
+            let v = unsafe {
+                n.write(p);
+                View::read(p)
+            };
+            assert_eq!(v.key, key);
+            let mut joined = a.to_vec();
+            joined.extend_from_slice(b);
+            assert_eq!(v.value, &joined[..]);
+            assert_eq!(v.flags, flags);
+            assert_eq!(v.explicit_cas, cas);
+            // SAFETY: as above.
+            assert_eq!(unsafe { explicit_cas(p) }, cas);
+            assert_eq!(v.exptime(), exptime);
+            assert_eq!(v.state(), 5 | FETCHED);
+            assert_eq!(v.size, n.size_at(shift));
+            assert!(v.size <= n.size());
+            assert_eq!(v.size % 2, 0);
+            v.set_bits(ACCESSED);
+            assert_eq!(v.state(), 5 | FETCHED | ACCESSED);
+            // The state word does not overlap what is immutable.
+            // SAFETY: as above.
+            let again = unsafe { View::read(p) };
+            assert_eq!((again.key, again.value), (v.key, v.value));
+        }
     }
 
     #[test]
@@ -367,14 +513,9 @@ mod tests {
             roundtrip(b"key:0000001", &[7u8; 32], b"", 0, None, exptime);
             roundtrip(b"k", b"ab", b"cd", 0xdead_beef, Some(u64::MAX), exptime);
             roundtrip(&[b'x'; 250], b"", b"", 1, None, exptime);
-            roundtrip(
-                b"big",
-                &vec![1u8; SHORT_VLEN_LIMIT],
-                b"tail",
-                3,
-                Some(9),
-                exptime,
-            );
+            for len in [27, 28, 283, 284, 65_819, 65_820, 16_843_035, 16_843_036] {
+                roundtrip(b"big", &vec![1u8; len - 4], b"tail", 3, Some(9), exptime);
+            }
         }
     }
 
@@ -412,12 +553,12 @@ mod tests {
 
     #[test]
     fn checked_agrees_with_view_and_refuses_short_buffers() {
-        let mut buf = vec![0u32; (SHORT_VLEN_LIMIT + 64) / 4];
-        let p = buf.as_mut_ptr() as *mut u8;
-        let big = vec![3u8; SHORT_VLEN_LIMIT];
+        let big = vec![3u8; 1 << 16];
+        let mut buf = buffer(big.len() + 64);
         for (key, val, flags, cas, exp) in [
             (&b"k"[..], &b"v"[..], 0, None, 0),
             (&b"key"[..], &b"value"[..], 7, Some(5), 9),
+            (&b"key"[..], &[1u8; 28][..], 0, None, 9),
             (&b"big"[..], &big[..], 0, None, 1),
         ] {
             let n = New {
@@ -428,28 +569,52 @@ mod tests {
                 state: 0,
                 cas,
             };
-            // SAFETY: `buf` is 4-aligned, larger than the item and ours alone.
-            let size = unsafe {
-                n.write(p);
-                View::read(p).size
-            };
-            // SAFETY: `buf` holds this many initialized bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(p, size) };
-            let c = checked(bytes).expect("a written item passes");
-            assert_eq!((c.size, c.vlen), (size, val.len()));
-            assert!(checked(&bytes[..size - 1]).is_none());
+            for shift in [0, 2] {
+                // SAFETY: `buf` is 4-aligned, `size() + 2` bytes long and ours alone.
+                let size = unsafe {
+                    let p = (buf.as_mut_ptr() as *mut u8).add(shift);
+                    n.write(p);
+                    View::read(p).size
+                };
+                // SAFETY: `buf` holds this many initialized bytes past `shift`.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts((buf.as_ptr() as *const u8).add(shift), size)
+                };
+                let c = checked(bytes, shift).expect("a written item passes");
+                assert_eq!((c.size, c.vlen), (size, val.len()));
+                assert!(checked(&bytes[..size - 1], shift).is_none());
+                assert!(checked(bytes, shift + 1).is_none(), "odd place");
+            }
         }
-        assert!(checked(&[0u8; 64]).is_none(), "no key");
+        assert!(checked(&[0u8; 64], 0).is_none(), "no key");
         let mut w = [0u8; 16];
-        w[..4].copy_from_slice(&(1u32 | HAS_FLAGS).to_ne_bytes());
-        assert!(checked(&w).is_none(), "flags bit with zero flags");
+        w[..2].copy_from_slice(&(1u16 | HAS_FLAGS).to_ne_bytes());
+        assert!(checked(&w, 2).is_none(), "flags bit with zero flags");
+        w[..2].copy_from_slice(&(1u16 | (INLINE_VLEN as u16) << VLEN_SHIFT).to_ne_bytes());
+        assert!(
+            checked(&w, 2).is_none(),
+            "1 + 28 value bytes do not fit in 16"
+        );
+        let mut w = [0u8; 64];
+        w[..2].copy_from_slice(&(1u16 | (INLINE_VLEN as u16) << VLEN_SHIFT).to_ne_bytes());
+        assert_eq!(checked(&w, 2).map(|c| (c.size, c.vlen)), Some((36, 28)));
+        w[6] = 5;
+        assert_eq!(checked(&w, 2).map(|c| (c.size, c.vlen)), Some((42, 33)));
     }
 
     #[test]
     fn sizes() {
-        // The bytes-per-item target's small case: 8 + 11 + 32 = 51 → 52.
-        assert_eq!(size(11, 32, 0, false, false), 52);
-        assert_eq!(size(11, 32, 0, false, true), 56);
-        assert_eq!(size(11, 32, 1, true, true), 68);
+        // The bytes-per-item target's case: 6 + 1 (length) + 11 + 100 = 118.
+        assert_eq!(size_at(0, 11, 100, 0, false, false), 118);
+        assert_eq!(size_at(2, 11, 100, 0, false, false), 118);
+        // cluster25's shape, 49-byte keys and 28-byte values: 6 + 1 + 77 = 84.
+        assert_eq!(size_at(0, 49, 28, 0, false, false), 84);
+        // cluster52's, 20-byte keys and 273-byte values: 6 + 1 + 293 = 300.
+        assert_eq!(size_at(2, 20, 273, 0, false, false), 300);
+        assert_eq!(size_at(2, 20, 284, 0, false, false), 312);
+        // With an expiry time: 4 bytes, and 2 of padding at a 4-aligned place.
+        assert_eq!(size_at(2, 11, 32, 0, false, true), 54);
+        assert_eq!(size_at(0, 11, 32, 0, false, true), 56);
+        assert_eq!(size_at(0, 11, 20, 1, true, true), 6 + 6 + 4 + 8 + 31 + 1);
     }
 }

@@ -27,8 +27,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: &[u8; 8] = b"MCRABWRM";
 /// Bump on any change to this layout, the item layout (item.rs), the CAS derivation
-/// or the key hash: a restart refuses other formats.
-pub const FORMAT: u32 = 2;
+/// or the key hash: a restart refuses other formats. Format 3: the 6-byte item
+/// header of 2-aligned items, and index slots of offset / 2.
+pub const FORMAT: u32 = 3;
 const BYTE_ORDER: u32 = 0x0102_0304;
 /// The key whose hash, saved beside the seed, proves the restart hashes as the
 /// stop did (same seed, same hash function).

@@ -338,7 +338,7 @@ impl Seg {
             let mut live = s.live.iter().copied().peekable();
             let mut off = 0u32;
             while off < s.end {
-                let c = item::checked(&bytes[off as usize..])
+                let c = item::checked(&bytes[off as usize..], off as usize)
                     .ok_or_else(|| bad(&format!("bad item header at {off}")))?;
                 if self.item_size_max != 0 && c.vlen > self.item_size_max {
                     return Err(bad(&format!("value of {} bytes at {off}", c.vlen)));

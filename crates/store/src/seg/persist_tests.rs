@@ -234,26 +234,29 @@ fn the_hash_seed_survives_a_restart_and_is_checked() {
 /// A metadata file of format 1 (written before the index hash had a seed) is
 /// refused as another version, before any of its body is read.
 #[test]
-fn a_format_1_metadata_file_is_refused() {
-    let p = tmp("format1");
-    cleanup(&p);
-    let s = open_memory_file(cfg(64), &p).expect("open");
-    let model = fill(&s.seg);
-    s.seg.save(&p, "test").expect("save");
-    drop(s);
-    let mp = meta_path(&p);
-    let mut b = std::fs::read(&mp).expect("read meta");
-    b[8..12].copy_from_slice(&1u32.to_le_bytes());
-    std::fs::write(&mp, &b).expect("write meta");
-    let s = open_memory_file(cfg(64), &p).expect("open");
-    assert!(!s.warm);
-    assert!(
-        s.log
-            .contains("another version (format 1, this memcrab reads 2)"),
-        "{}",
-        s.log
-    );
-    assert!(model.keys().all(|k| get(&s.seg, k).is_none()));
-    drop(s);
-    cleanup(&p);
+fn an_older_format_metadata_file_is_refused() {
+    // Format 1: before keyed hashing; format 2: the 8-byte item header of 4-aligned
+    // items. Either would misread this build's items: a cold start, never a restore.
+    for old in [1u32, 2] {
+        let p = tmp(&format!("format{old}"));
+        cleanup(&p);
+        let s = open_memory_file(cfg(64), &p).expect("open");
+        let model = fill(&s.seg);
+        s.seg.save(&p, "test").expect("save");
+        drop(s);
+        let mp = meta_path(&p);
+        let mut b = std::fs::read(&mp).expect("read meta");
+        b[8..12].copy_from_slice(&old.to_le_bytes());
+        std::fs::write(&mp, &b).expect("write meta");
+        let s = open_memory_file(cfg(64), &p).expect("open");
+        assert!(!s.warm);
+        let want = format!(
+            "another version (format {old}, this memcrab reads {})",
+            meta::FORMAT
+        );
+        assert!(s.log.contains(&want), "{}", s.log);
+        assert!(model.keys().all(|k| get(&s.seg, k).is_none()));
+        drop(s);
+        cleanup(&p);
+    }
 }

@@ -30,7 +30,9 @@ pub const PLACE_BITS: u32 = 24;
 /// Low parts of a unique from here up are never derived: an item's offset over 4 is
 /// below 2^18, as segments are at most 1 MiB ([`segment_bytes`]) and a large item
 /// sits at offset 0 of its own segment. `Seg::next_unique` gives out these, so an
-/// explicit unique is never the derived unique of any place.
+/// explicit unique is never the derived unique of any place. Offsets are 2-aligned,
+/// but an item takes at least 8 bytes (item.rs), so no two items of a segment share
+/// an offset over 4, and later items derive larger uniques.
 pub const EXPLICIT_LOW: u64 = 1 << 18;
 
 /// The unique an item at offset `off` of a segment of generation `gen` derives.
@@ -239,7 +241,8 @@ impl Drop for Descs {
 }
 
 fn segment_layout(cap: u32) -> std::alloc::Layout {
-    // 64-byte alignment: items are 4-aligned and the first sits on a cache line.
+    // 64-byte alignment: item places are 2-aligned, their atomics 4-aligned
+    // (item.rs), and the first item sits on a cache line.
     std::alloc::Layout::from_size_align(cap.max(64) as usize, 64)
         .unwrap_or(std::alloc::Layout::new::<[u8; 64]>())
 }

@@ -183,13 +183,15 @@ fn touching_an_item_stored_without_exptime_copies_it() {
     let st = e.stats();
     assert_eq!(st.curr_items, 1);
     assert_eq!(st.total_items, 1, "a touch is not a store");
-    // The copy carries the exptime field and an explicit CAS: 4 + 8 bytes more.
-    assert_eq!(st.bytes, bytes_before + 12);
+    // The copy carries the exptime field and an explicit CAS: 4 + 8 bytes more, and
+    // 2 of padding before the exptime when the copy sits at a 4-aligned place.
+    let grown = st.bytes - bytes_before;
+    assert!(grown == 12 || grown == 14, "{grown}");
     // Now it has the field: later touches write in place, to 0 and back.
     assert!(e.touch(b"k", 0));
     assert_eq!(meta(&e, b"k"), Some((0, cas, true)));
     assert!(e.touch(b"k", 160));
-    assert_eq!(e.stats().bytes, bytes_before + 12);
+    assert_eq!(e.stats().bytes, bytes_before + grown);
     // gat through the visitor: it sees the exptime before the touch.
     e.store(Mode::Set, b"g", 0, 0, b"v", &StoreOpts::default());
     let mut seen = None;

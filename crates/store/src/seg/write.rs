@@ -79,7 +79,7 @@ impl Seg {
             let gen = self.descs.get(a.seg).gen.load(Ordering::Relaxed);
             derived_cas(gen, a.off) > after
         };
-        let (new, size) = if after != 0 && new.cas.is_none() && !ordered() {
+        let new = if after != 0 && new.cas.is_none() && !ordered() {
             paid = item::New {
                 cas: Some(self.next_unique(after)),
                 ..*new
@@ -90,14 +90,14 @@ impl Seg {
                 region[b] = Some(a);
                 a = self.active_fitting(&mut region, b, size)?;
             }
-            (&paid, size)
+            &paid
         } else {
-            (new, size)
+            new
         };
         // SAFETY: the region owns `a` (it is this region's active segment, and the
         // region is locked): bytes from `a.off` on are written by no one else and
         // read by no one until linked.
-        let written = unsafe { a.append(&self.descs, new, size) };
+        let written = unsafe { a.append(&self.descs, new) };
         region[b] = Some(a);
         Some(written)
     }
