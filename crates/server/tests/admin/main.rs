@@ -12,8 +12,15 @@
 //! lost, so each dump here gets a connection of its own; and a dump that answers
 //! `NOTSTARTED` leaves the crawler's client slot taken, failing every later dump on
 //! that server, so that case runs on a server of its own.
+//!
+//!   main.rs     lru_crawler crawls and dumps, slabs, lru, stats detail|sizes, -X
+//!   conns.rs    stats conns: each connection's state
+//!   crawler.rs  dumps after queued replies; -o no_lru_crawler / no_modern
 
+#[path = "../common/mod.rs"]
 mod common;
+mod conns;
+mod crawler;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -442,33 +449,6 @@ fn mgdump_and_pipelining_after_a_dump() {
     assert_eq!(dump.lines().count(), 3, "{dump}");
 }
 
-/// memcached 1.6.45 refuses a key dump while replies of earlier requests in the
-/// same batch are still queued (`resp_has_stack`), as it refuses `watch`; after
-/// `mn`, which writes them out, the dump runs.
-#[test]
-fn dumps_after_queued_replies_are_refused() {
-    let s = Server::tcp(&[]);
-    let mut c = s.connect();
-    let rows: &[(&[u8], &[u8])] = &[
-        (
-            b"mg nokey v\r\nlru_crawler metadump all\r\nmn\r\n",
-            b"EN\r\nERROR cannot pipeline other commands before metadump\r\nMN\r\n",
-        ),
-        (
-            b"set a 0 0 1 noreply\r\nx\r\nlru_crawler mgdump hash\r\nmn\r\n",
-            b"ERROR cannot pipeline other commands before mgdump\r\nMN\r\n",
-        ),
-        (
-            b"get a\r\nlru_crawler mgdump hash\r\nmn\r\n",
-            b"VALUE a 0 1\r\nx\r\nEND\r\nERROR cannot pipeline other commands before mgdump\r\nMN\r\n",
-        ),
-        (b"mn\r\nlru_crawler mgdump hash\r\n", b"MN\r\nOK\r\nmg a\r\nEN\r\n"),
-    ];
-    for (req, want) in rows {
-        c.call(req, want);
-    }
-}
-
 /// A dump bigger than any buffer streams: the server produces it as the client
 /// reads, so its memory does not grow by the dump's size. Each line is about 240
 /// bytes; 150,000 of them are 36 MB, and the server's RSS may grow by far less.
@@ -770,107 +750,4 @@ fn stats_sizes() {
         assert_eq!(n, "1");
     }
     assert_eq!(c.stats("settings")["track_sizes"], "yes");
-}
-
-/// `stats conns` names what each client connection waits for, as memcached's
-/// connection states: a connection that has sent nothing a new command; one that
-/// was served, or holds part of a line or of a binary header, extras and key, a
-/// read; a value after its line (text) or after its header, extras and key
-/// (binary), `conn_nread`; a refused value being discarded, `conn_swallow`; the
-/// asking connection is parsing. Each connection's state shows once the server has
-/// read its bytes, so the check asks again (bounded) until every one is there.
-#[test]
-fn stats_conns_names_connection_states() {
-    use std::io::Write;
-    use std::net::TcpStream;
-    let s = Server::tcp(&[]);
-    let open = |bytes: &[u8]| {
-        let mut t = TcpStream::connect(("127.0.0.1", s.port())).expect("connect");
-        t.write_all(bytes).expect("write");
-        t
-    };
-    let mut served = open(b"version\r\n");
-    let mut line = Vec::new();
-    while !line.ends_with(b"\r\n") {
-        let mut b = [0u8; 1];
-        served.read_exact(&mut b).expect("version reply");
-        line.push(b[0]);
-    }
-    // A binary SET of key `foo` with 8 bytes of extras and a 5-byte value.
-    let mut bin_set = vec![0x80, 0x01, 0x00, 0x03, 0x08, 0x00, 0x00, 0x00];
-    bin_set.extend_from_slice(&16u32.to_be_bytes());
-    bin_set.extend_from_slice(&[0; 12]);
-    let conns = [
-        (open(b""), "conn_new_cmd"),
-        (served, "conn_read"),
-        (open(b"get fo"), "conn_read"),
-        (open(&bin_set[..24]), "conn_read"),
-        (open(b"set foo 0 0 6\r\nab"), "conn_nread"),
-        (
-            open(&[&bin_set[..], &[0; 8], b"foo", b"ab"].concat()),
-            "conn_nread",
-        ),
-        (open(b"set foo 0 0 2000000\r\nab"), "conn_swallow"),
-    ];
-    let want: BTreeMap<String, &str> = conns
-        .iter()
-        .map(|(t, st)| {
-            let a = t.local_addr().expect("local address");
-            (format!("tcp:{a}"), *st)
-        })
-        .collect();
-    let mut c = s.connect();
-    let mut got = BTreeMap::new();
-    for _ in 0..200 {
-        // fd -> (addr, state)
-        let mut by_fd: BTreeMap<String, (String, String)> = BTreeMap::new();
-        for (key, v) in c.stats_list("conns") {
-            let Some((fd, field)) = key.split_once(':') else {
-                continue;
-            };
-            let e = by_fd.entry(fd.to_string()).or_default();
-            match field {
-                "addr" => e.0 = v,
-                "state" => e.1 = v,
-                _ => {}
-            }
-        }
-        got = by_fd
-            .values()
-            .filter(|(a, _)| want.contains_key(a))
-            .map(|(a, st)| (a.clone(), st.clone()))
-            .collect();
-        let parsing = by_fd
-            .values()
-            .filter(|(_, st)| st == "conn_parse_cmd")
-            .count();
-        if want
-            .iter()
-            .all(|(a, st)| got.get(a).is_some_and(|g| g == st))
-            && parsing == 1
-        {
-            drop(conns);
-            return;
-        }
-    }
-    panic!("stats conns states: want {want:?}, got {got:?}");
-}
-
-/// `-o no_lru_crawler` and `-o no_modern` start without the LRU crawler, as in
-/// memcached: `stats settings` says so, key dumps are refused until `lru_crawler
-/// enable`, and then they run.
-#[test]
-fn no_lru_crawler_starts_it_off() {
-    for opt in ["no_lru_crawler", "no_modern"] {
-        let s = Server::tcp(&["-o", opt]);
-        let mut c = s.connect();
-        assert_eq!(c.stats("settings")["lru_crawler"], "no", "{opt}");
-        c.call(
-            b"lru_crawler metadump all\r\n",
-            b"CLIENT_ERROR lru crawler disabled\r\n",
-        );
-        c.call(b"lru_crawler enable\r\n", b"OK\r\n");
-        assert_eq!(c.stats("settings")["lru_crawler"], "yes", "{opt}");
-        c.call(b"lru_crawler metadump all\r\n", b"OK\r\nEND\r\n");
-    }
 }
