@@ -6,9 +6,12 @@
 //! writer). `stats` reads every worker's counters with relaxed loads: a total may
 //! miss requests still in flight, which memcached's totals do too. `stats reset` does
 //! not write to other threads' counters: it records the current totals as a baseline
-//! that later reports subtract.
+//! that later reports subtract. [`Counters::count_dead`] counts a dead item a
+//! command's lookup met, as memcached's `do_item_get` does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use memcrab_store::Dead;
 
 /// A counter written by one thread and read by any.
 #[derive(Default, Debug)]
@@ -108,6 +111,26 @@ impl Counters {
             (true, false) => self.incr_misses.incr(),
             (false, true) => self.decr_hits.incr(),
             (false, false) => self.decr_misses.incr(),
+        }
+    }
+}
+
+impl Counters {
+    /// Counts the dead item a lookup met as `get_expired` or `get_flushed`, as
+    /// memcached's `do_item_get` does for every command that looks its key up.
+    #[inline(always)]
+    pub fn count_dead(&self, dead: Option<Dead>) {
+        if let Some(d) = dead {
+            self.count_dead_met(d);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_dead_met(&self, dead: Dead) {
+        match dead {
+            Dead::Expired => self.get_expired.incr(),
+            Dead::Flushed => self.get_flushed.incr(),
         }
     }
 }

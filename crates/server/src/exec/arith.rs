@@ -3,7 +3,6 @@
 //! once, for every protocol (memcached's `do_add_delta` callers); the executors map
 //! their options onto [`DeltaOpts`] and encode the [`Delta`].
 
-use super::count_dead;
 use crate::server::Ctx;
 use memcrab_store::{Delta, DeltaOpts, Met};
 
@@ -16,7 +15,7 @@ use memcrab_store::{Delta, DeltaOpts, Met};
 #[inline]
 pub fn arith(cx: &Ctx<'_>, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
     let Met { result: r, dead } = cx.engine.delta_met(key, incr, delta, opts);
-    count_dead(cx, dead);
+    cx.counters.count_dead(dead);
     match &r {
         Delta::Value(v) if !v.created => cx.counters.count_delta(incr, true),
         Delta::NotFound => cx.counters.count_delta(incr, false),

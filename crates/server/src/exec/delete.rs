@@ -7,7 +7,7 @@
 use memcrab_proto::text::watch::{self as line, DeleteCmd};
 use memcrab_store::{DeleteOpts, DeleteResult, GetOpts, Met};
 
-use super::{count_dead, Seen};
+use super::Seen;
 use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
@@ -40,7 +40,7 @@ pub fn delete(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
         _ => None,
     };
     let Met { result: r, dead } = cx.engine.delete_met(d.key, &d.opts);
-    count_dead(cx, dead);
+    cx.counters.count_dead(dead);
     if let (DeleteResult::Deleted, Some(seen), Some(cmd)) = (r, before, d.watched_as) {
         report(cx, d.key, cmd, seen);
     }
@@ -79,7 +79,7 @@ fn peek(cx: &Ctx<'_>, key: &[u8]) -> Option<Seen> {
         seen = Some(Seen::of(&it));
         false
     });
-    count_dead(cx, found.dead());
+    cx.counters.count_dead(found.dead());
     seen
 }
 

@@ -94,7 +94,7 @@ impl<'c, 'a> Fetcher<'c, 'a> {
             replaced = it.replaced;
             show(it)
         });
-        super::count_dead(self.cx, replaced);
+        self.cx.counters.count_dead(replaced);
         found
     }
 
@@ -145,7 +145,7 @@ impl<'c, 'a> Fetcher<'c, 'a> {
         let cx = self.cx;
         let c = cx.counters;
         match found {
-            Fetch::Expired | Fetch::Flushed => super::count_dead(cx, found.dead()),
+            Fetch::Expired | Fetch::Flushed => cx.counters.count_dead(found.dead()),
             Fetch::Hit | Fetch::Miss => {}
         }
         if self.counts != Counts::WatchOnly {

@@ -404,7 +404,7 @@ fn empty_value(
         cas = Some(it.cas);
         false
     });
-    super::count_dead(cx, found.dead());
+    cx.counters.count_dead(found.dead());
     let status: &[u8] = match cas {
         None => {
             cx.counters.delete_misses.incr();

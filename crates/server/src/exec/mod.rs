@@ -9,7 +9,7 @@
 //!
 //! ```text
 //!   exec/mod.rs   Flow (what the caller does next), Resume (a paused request's
-//!                 progress), Seen (what a lookup showed, for `watch`), count_dead
+//!                 progress), Seen (what a lookup showed, for `watch`)
 //!   protocols:
 //!     text.rs     classic text commands; hands lru_crawler, slabs and lru to
 //!                 lru.rs (the request step sends meta requests to meta.rs)
@@ -44,9 +44,7 @@ pub mod probe;
 pub mod store;
 pub mod text;
 
-use memcrab_store::{Dead, Item, WalkCursor};
-
-use crate::server::Ctx;
+use memcrab_store::{Item, WalkCursor};
 
 /// What the connection does after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,23 +104,5 @@ impl Seen {
             flags: it.flags,
             created: it.created,
         }
-    }
-}
-
-/// Counts the dead item a lookup met as `get_expired` or `get_flushed`, as
-/// memcached's `do_item_get` does for every command that looks its key up.
-#[inline(always)]
-pub fn count_dead(cx: &Ctx<'_>, dead: Option<Dead>) {
-    if let Some(d) = dead {
-        count_dead_met(cx, d);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn count_dead_met(cx: &Ctx<'_>, dead: Dead) {
-    match dead {
-        Dead::Expired => cx.counters.get_expired.incr(),
-        Dead::Flushed => cx.counters.get_flushed.incr(),
     }
 }

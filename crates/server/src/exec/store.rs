@@ -10,7 +10,6 @@ use memcrab_proto::text::watch::{self as line, StoreStatus};
 use memcrab_proto::text::StoreCmd;
 use memcrab_store::{DeleteOpts, GetOpts, Met, Mode, RelTime, StoreOpts, StoreResult};
 
-use super::count_dead;
 use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
@@ -63,7 +62,7 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
         .engine
         .store_met(s.mode, s.key, s.flags, s.exptime, s.value, &s.opts);
     if dead.is_some() && (r != StoreResult::OutOfMemory || s.mode == Mode::Set || s.oom_drops_old) {
-        count_dead(cx, dead);
+        cx.counters.count_dead(dead);
     }
     let c = cx.counters;
     c.cmd_set.incr();
@@ -87,7 +86,8 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
         report(cx, r, m);
     }
     if r == StoreResult::OutOfMemory && s.oom_drops_old && s.mode != Mode::Set {
-        count_dead(cx, cx.engine.delete_met(s.key, &DeleteOpts::default()).dead);
+        cx.counters
+            .count_dead(cx.engine.delete_met(s.key, &DeleteOpts::default()).dead);
     }
     r
 }
@@ -152,7 +152,8 @@ pub fn too_large(cx: &Ctx<'_>, key: &[u8], cmd: Option<StoreCmd>, prefix: bool, 
         cx.server.prefixes.record(key, Op::Set);
     }
     if drop_old {
-        count_dead(cx, cx.engine.delete_met(key, &DeleteOpts::default()).dead);
+        cx.counters
+            .count_dead(cx.engine.delete_met(key, &DeleteOpts::default()).dead);
     }
 }
 
