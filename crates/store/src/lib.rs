@@ -487,10 +487,10 @@ pub struct SegmentStats {
     /// Segments of their own holding one large item each.
     pub large_segments: u64,
     /// Bytes of segment memory held, normal and large (≤ the limit, plus
-    /// `held_bytes`).
+    /// `held_bytes` up to a sixteenth of the limit).
     pub memory_bytes: u64,
     /// Of `memory_bytes`, retired segments that leases ([`Item::lend`]) still hold:
-    /// not charged against the limit, and at most about a sixteenth of it.
+    /// up to a sixteenth of the limit is not charged against it, the rest is.
     pub held_bytes: u64,
     /// Segments `held_bytes` counts.
     pub held_segments: u64,

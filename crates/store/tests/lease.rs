@@ -1,6 +1,8 @@
 //! Leases (`Item::lend`, `seg/lease.rs`): a lent value stays intact while its segment
 //! is evicted, compacted and its neighbours overwritten; the segment is reused once
-//! the lease drops; the bound makes `lend` refuse; no writer ever waits for a lease.
+//! the lease drops; live lent segments lend freely up to half of `-m`, held ones
+//! up to a sixteenth, past which `lend` refuses and eviction charges them against
+//! `-m`; no writer ever waits for a lease.
 //!
 //! A binary of its own, like tests/overwrite_reuse.rs: the epoch registry is
 //! process-wide, and these tests assert when retired segments come back.
@@ -127,11 +129,27 @@ fn a_large_items_own_segment_is_held_then_freed() {
 }
 
 #[test]
-fn the_bound_refuses_leases_and_frees_them_again() {
-    // -m 4 MiB: leases may hold a sixteenth, 256 KiB, four 64 KiB segments. 10 KB
-    // values, six to a segment: lending all of 60 of them stops within five segments.
+fn live_segments_lend_up_to_half_the_limit() {
+    // -m 4 MiB: 64 KiB segments. Lent segments still in the cache cost nothing
+    // beyond -m, so all of 60 10 KB values (ten segments, 640 KiB, more than the
+    // sixteenth that held segments may take) are lent.
     let e = engine(4 << 20);
     let keys: Vec<String> = (0..60).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        set(&e, k, &value(k, 0, 10_000));
+    }
+    let held: Vec<Lease> = keys
+        .iter()
+        .map(|k| lend(&e, k).expect("hit").expect("a live segment lends"))
+        .collect();
+    let lent = e.stats().segments.lent_bytes;
+    assert!(lent >= 10 * (64 << 10), "{lent} bytes lent");
+    drop(held);
+    assert_eq!(e.stats().segments.lent_bytes, 0);
+
+    // Half of -m (2 MiB, 32 segments) is where lent segments stop taking new
+    // leases: lending 240 values (40 segments) stops within 33 segments.
+    let keys: Vec<String> = (0..240).map(|i| format!("m{i}")).collect();
     for k in &keys {
         set(&e, k, &value(k, 0, 10_000));
     }
@@ -146,13 +164,9 @@ fn the_bound_refuses_leases_and_frees_them_again() {
     let lent = e.stats().segments.lent_bytes;
     assert!(refused > 0, "nothing refused, {lent} bytes lent");
     assert!(
-        ((256 << 10)..=((256 + 64) << 10)).contains(&lent),
+        ((2 << 20)..=((2 << 20) + (64 << 10))).contains(&lent),
         "{lent} bytes lent"
     );
-    assert!(held.len() <= 5 * 6, "{} leases", held.len());
-    for (l, k) in held.iter().zip(&keys) {
-        assert_eq!(&l[..], &value(k, 0, 10_000)[..]);
-    }
     // Over the bound, a segment that already has a lease still lends (it holds
     // nothing more back), and the lent bytes do not move.
     let again = lend(&e, &keys[0])
@@ -160,14 +174,56 @@ fn the_bound_refuses_leases_and_frees_them_again() {
         .expect("an already lent segment lends");
     assert_eq!(e.stats().segments.lent_bytes, lent);
     assert!(
-        lend(&e, &keys[59]).expect("hit").is_none(),
+        lend(&e, &keys[239]).expect("hit").is_none(),
         "a new segment is refused"
     );
-    assert_eq!(e.stats().segments.lent_bytes, lent);
     drop(again);
     drop(held);
     assert_eq!(e.stats().segments.lent_bytes, 0);
-    assert!(lend(&e, "k59").expect("hit").is_some());
+    assert!(lend(&e, &keys[239]).expect("hit").is_some());
+}
+
+#[test]
+fn held_segments_past_their_bound_are_charged_and_refuse_new_leases() {
+    // -m 4 MiB: held segments may take a sixteenth (256 KiB, four 64 KiB segments)
+    // beyond -m. Twenty segments lent, then all evicted: held is five times that,
+    // and the excess is charged against -m, so memory stays within -m + 256 KiB.
+    let e = engine(4 << 20);
+    let keys: Vec<String> = (0..120).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        set(&e, k, &value(k, 0, 10_000));
+    }
+    let leases: Vec<Lease> = keys
+        .iter()
+        .map(|k| lend(&e, k).expect("hit").expect("lent"))
+        .collect();
+    let mut peak = 0;
+    for round in 1..=20u32 {
+        for i in 0..400 {
+            let k = format!("fill{round}-{i}");
+            set(&e, &k, &value(&k, round, 1000));
+        }
+        peak = peak.max(e.stats().segments.memory_bytes);
+    }
+    let st = e.stats().segments;
+    assert!(st.held_bytes >= 20 * (64 << 10), "{st:?}");
+    assert!(peak <= (4 << 20) + (256 << 10), "peak {peak}: {st:?}");
+    for (l, k) in leases.iter().zip(&keys) {
+        assert_eq!(&l[..], &value(k, 0, 10_000)[..], "lease of {k} torn");
+    }
+    // Held over its bound: a segment without a lease gets none; sets still store.
+    set(&e, "new", &value("new", 0, 10_000));
+    assert!(lend(&e, "new").expect("hit").is_none(), "{st:?}");
+    drop(leases);
+    for i in 0..2000 {
+        let k = format!("after{i}");
+        set(&e, &k, &value(&k, 0, 1000));
+    }
+    let st = e.stats().segments;
+    assert_eq!(st.held_bytes, 0, "{st:?}");
+    assert!(st.memory_bytes <= 4 << 20, "{st:?}");
+    set(&e, "new", &value("new", 1, 10_000));
+    assert!(lend(&e, "new").expect("hit").is_some());
 }
 
 #[test]

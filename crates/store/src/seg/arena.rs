@@ -98,11 +98,14 @@ pub struct Arena {
     /// Retired segments waiting for readers: (epoch, id).
     pub limbo: VecDeque<(u64, u32)>,
     /// Retired segments readers have left but leases still hold (`Desc::lent` >
-    /// 0): reused once their leases drop (see `lease.rs`). Not charged against the
-    /// limit, so that nobody waits for a lease; the lease bound keeps them few.
+    /// 0): reused once their leases drop (see `lease.rs`). Up to `held_max` bytes
+    /// of them are not charged against the limit, so that nobody waits for a lease.
     held: Vec<u32>,
-    /// Bytes of the `held` segments' memory (part of `used`).
+    /// Bytes of the `held` segments' memory (part of `used`; mirrored in
+    /// `Descs::held_bytes` for `lend`).
     held_bytes: u64,
+    /// Held bytes not charged against the limit (`Descs::held_max`, set with it).
+    pub held_max: u64,
     /// Sealed segments, oldest first in each of S3-FIFO's two queues.
     pub fifo: Fifo,
     /// Descriptor ids without memory, for large items.
@@ -135,6 +138,7 @@ impl Arena {
             limbo: VecDeque::new(),
             held: Vec::new(),
             held_bytes: 0,
+            held_max: 0,
             fifo: Fifo::default(),
             spare_ids: Vec::new(),
             next_id: 1,
@@ -209,9 +213,18 @@ impl Arena {
     }
 
     /// Bytes of segment memory charged against the limit: all of it but what
-    /// leases hold in retired segments (`held`).
+    /// leases hold in retired segments (`held`), up to `held_max`. Held bytes past
+    /// that are charged, so that segment memory stays within the limit and
+    /// `held_max` however long stalled readers keep their leases: eviction then
+    /// shrinks the cache instead (`lend` stops taking new segments meanwhile).
     pub fn charged(&self) -> u64 {
-        self.used - self.held_bytes
+        self.used - self.held_bytes.min(self.held_max)
+    }
+
+    /// Changes `held_bytes` by `add` less `sub`, and publishes it for `lend`.
+    fn set_held(&mut self, descs: &Descs, add: u64, sub: u64) {
+        self.held_bytes = self.held_bytes + add - sub;
+        descs.held_bytes.store(self.held_bytes, Ordering::Relaxed);
     }
 
     /// Gives free segments' memory back while `charged + need` is over `limit` (free
@@ -236,7 +249,11 @@ impl Arena {
             // Acquire: pairs with the last lease's Release decrement.
             if descs.get(id).lent.load(Ordering::Acquire) == 0 {
                 self.held.swap_remove(i);
-                self.held_bytes -= u64::from(descs.get(id).cap.load(Ordering::Relaxed));
+                self.set_held(
+                    descs,
+                    0,
+                    u64::from(descs.get(id).cap.load(Ordering::Relaxed)),
+                );
                 self.recycle(descs, id);
             } else {
                 i += 1;
@@ -251,7 +268,11 @@ impl Arena {
             // has left is counted (see lease.rs), and a dropped one's reads are done.
             if descs.get(id).lent.load(Ordering::Acquire) != 0 {
                 self.held.push(id);
-                self.held_bytes += u64::from(descs.get(id).cap.load(Ordering::Relaxed));
+                self.set_held(
+                    descs,
+                    u64::from(descs.get(id).cap.load(Ordering::Relaxed)),
+                    0,
+                );
                 continue;
             }
             self.recycle(descs, id);

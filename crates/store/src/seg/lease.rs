@@ -17,12 +17,18 @@
 //! decrement), so every read through a lease happens before the reuse. Items are
 //! immutable once published, so the bytes are the value as the lookup saw it.
 //!
-//! Nobody waits for a lease: the arena moves a lent, quiescent segment out of limbo
-//! into its held list (not charged against `-m`, see `Arena::charged`) and goes on
-//! with the segments behind it. What leases can hold back is bounded: a segment
-//! gets no first lease while the segments with leases add up to
-//! [`super::segments::Descs::lend_max`] bytes (a sixteenth of `-m`); the caller
-//! copies instead. A segment already lent always lends: it costs nothing more.
+//! Nobody waits for a lease: eviction retires a lent segment like any other, and
+//! the arena moves it, once quiescent, out of limbo into its held list and goes on
+//! with the segments behind it. A lent segment still in the cache costs nothing: it
+//! is charged against `-m` like the rest. Only held segments are memory beyond
+//! `-m`, so only they are bounded: a segment gets no first lease while held
+//! segments add up to [`super::segments::Descs::held_max`] bytes (a sixteenth of
+//! `-m`), and the caller copies instead. Held bytes past that bound (segments lent
+//! before it was reached and retired after) are charged against `-m`
+//! (`Arena::charged`), so memory stays within `-m` and the bound whatever readers
+//! do; a second bound on lent segments, [`super::segments::Descs::lent_max`] (half
+//! of `-m`), keeps what stalled readers can make eviction charge that way to half
+//! the cache. A segment already lent always lends: it costs nothing more.
 //!
 //! A lease owns an `Arc` of the descriptor table, which owns the segment memory (and
 //! the `-e` memory file's mapping), so a lease may outlive the engine: the memory
@@ -52,7 +58,8 @@ impl std::fmt::Debug for Lender<'_> {
 
 impl Lender<'_> {
     /// A lease of `value`, bytes of this lender's segment; None when the segment
-    /// has no lease yet and the segments with leases already add up to the bound.
+    /// has no lease yet and held segments already add up to their bound (or lent
+    /// ones to theirs).
     ///
     /// The caller (the engine's lookup, through [`crate::Item::lend`]) guarantees
     /// that `value` lies in the segment and that the segment cannot be retired
@@ -67,10 +74,14 @@ impl Lender<'_> {
         // Relaxed: ordered before the reclaimer's check by the unpin (Release) or
         // the partition unlock that follows, see the module docs.
         if d.lent.fetch_add(1, Ordering::Relaxed) == 0 {
-            // A segment no lease held yet: it counts against the bound. (One that
-            // is already lent costs nothing more, so it is always lent.)
-            let max = descs.lend_max.load(Ordering::Relaxed);
-            if descs.lent_bytes.load(Ordering::Relaxed) >= max as i64 {
+            // A segment no lease held yet: lent only while held segments are
+            // under their bound, and lent ones under theirs. (One that is already
+            // lent costs nothing more, so it is always lent.)
+            let held = descs.held_bytes.load(Ordering::Relaxed);
+            let lent = descs.lent_bytes.load(Ordering::Relaxed);
+            if held >= descs.held_max.load(Ordering::Relaxed)
+                || lent >= descs.lent_max.load(Ordering::Relaxed) as i64
+            {
                 // Refused: take the count back. If another lease came in meanwhile
                 // (it saw a count above 0, so did not count the segment), the
                 // segment stays lent and is counted now, for that lease's drop.
@@ -97,7 +108,8 @@ impl Lender<'_> {
 
 /// A value's bytes, valid until the lease drops; see the module docs. Taking one
 /// costs two atomic additions (the segment's count and the table's `Arc`; a
-/// segment's first lease also reads and adds to the bound's count) and no lock;
+/// segment's first lease also reads the held and lent counts and adds to the
+/// latter) and no lock;
 /// so does dropping it.
 pub struct Lease {
     descs: Arc<Descs>,

@@ -200,17 +200,21 @@ impl Seg {
             counters: Counters::default(),
             eviction_listener: OnceLock::new(),
         };
-        seg.set_lend_max(cfg.limit_bytes);
+        seg.set_lease_bounds(cfg.limit_bytes);
         seg
     }
 
-    /// What leases may hold: no new lease while the segments with leases add up to
-    /// a sixteenth of the limit (at least two segments). Held segments are not
-    /// charged against `-m` (nobody waits for a lease), so this, plus a segment per
-    /// thread that lends at the same moment, is what leases can add beyond `-m`.
-    fn set_lend_max(&self, limit: u64) {
-        let max = (limit / 16).max(2 * u64::from(self.seg_size));
-        self.descs.lend_max.store(max, Ordering::Relaxed);
+    /// What leases may hold back: no segment's first lease while held segments
+    /// (retired while lent) add up to a sixteenth of the limit (at least two
+    /// segments), or lent ones to half of it. Held bytes up to the sixteenth are not
+    /// charged against `-m` (nobody waits for a lease), those beyond it are
+    /// (`Arena::charged`), so segment memory stays within `-m` and a sixteenth.
+    fn set_lease_bounds(&self, limit: u64) {
+        let held_max = (limit / 16).max(2 * u64::from(self.seg_size));
+        self.descs.held_max.store(held_max, Ordering::Relaxed);
+        let lent_max = (limit / 2).max(4 * u64::from(self.seg_size));
+        self.descs.lent_max.store(lent_max, Ordering::Relaxed);
+        self.arena.lock().held_max = held_max;
     }
 
     /// What segments may hold: `-m` less what the index holds (its tables, current
@@ -367,7 +371,7 @@ impl Engine for Seg {
 
     fn set_limit(&self, limit_bytes: u64) {
         self.limit.store(limit_bytes, Ordering::Relaxed);
-        self.set_lend_max(limit_bytes);
+        self.set_lease_bounds(limit_bytes);
     }
 
     fn stats(&self) -> Stats {

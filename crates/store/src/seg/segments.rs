@@ -133,9 +133,18 @@ pub struct Descs {
     /// that lowers it to 0). A bound, not a lock: Relaxed, and signed because an
     /// addition and a subtraction for the same segment may land in either order.
     pub lent_bytes: AtomicI64,
-    /// No first lease of a segment while `lent_bytes` is at least this (a sixteenth of `-m`, set
-    /// with the limit). Relaxed: a plain setting.
-    pub lend_max: AtomicU64,
+    /// The arena's held bytes (retired segments that leases still hold), stored by
+    /// the arena lock's holder whenever they change, so that `lend` can read them
+    /// without the lock. Relaxed: a bound, read by nothing that needs more.
+    pub held_bytes: AtomicU64,
+    /// No first lease of a segment while `held_bytes` is at least this (a sixteenth of
+    /// `-m`, at least two segments; set with the limit). Relaxed: a plain setting.
+    pub held_max: AtomicU64,
+    /// Nor while `lent_bytes` is at least this (half of `-m`): what stalled readers
+    /// can lend, and eviction then charge against `-m` as held past `held_max`
+    /// (see `Arena::charged`), so that the cache keeps at least half of `-m`.
+    /// Relaxed: a plain setting.
+    pub lent_max: AtomicU64,
 }
 
 impl Descs {
@@ -146,7 +155,9 @@ impl Descs {
                 .collect(),
             file,
             lent_bytes: AtomicI64::new(0),
-            lend_max: AtomicU64::new(0),
+            held_bytes: AtomicU64::new(0),
+            held_max: AtomicU64::new(0),
+            lent_max: AtomicU64::new(0),
         }
     }
 
