@@ -350,8 +350,9 @@ impl Loop<'_> {
 
     /// After a run-time failure (see the module docs): closes every connection,
     /// keeps what sends in flight may still read out of reuse (their bytes, their
-    /// leases, which then never release their segments: at most the `-m`/16 the
-    /// lease bound allows, once; a SENDMSG's msghdr and iovecs), and takes the
+    /// leases, which then never release their segments: at most the half of `-m`
+    /// the lent bound allows, once, and held past `-m`/16 charged against `-m`; a
+    /// SENDMSG's msghdr and iovecs), and takes the
     /// UDP sockets off the nested epoll (the epoll driver registers them again).
     /// Returns how many connections it closed.
     fn abandon(&mut self, udp: &mut Ports) -> usize {
