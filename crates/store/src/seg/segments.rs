@@ -142,7 +142,7 @@ pub struct Descs {
     pub held_max: AtomicU64,
     /// Nor while `lent_bytes` is at least this (half of `-m`): what stalled readers
     /// can lend, and eviction then charge against `-m` as held past `held_max`
-    /// (see `Arena::charged`), so that the cache keeps at least half of `-m`.
+    /// (see `Arena::charged`), so that the cache keeps about half of `-m` at least.
     /// Relaxed: a plain setting.
     pub lent_max: AtomicU64,
 }
