@@ -3,7 +3,8 @@
 //! or miss, one by one or pipelined in one write (whose requests share the batch's
 //! time, or are timed one by one while the slow log is on); the slow log (`-o slowlog_us`) catches a large multi-get, with its key
 //! URI-encoded and its client, and `watch slowlog` streams it; `stats hotkeys` puts
-//! a hammered key first; each can be switched off. memcrab's own commands: not run
+//! a hammered key first, counts each key of a multi-get and binary reads and
+//! writes; each can be switched off. memcrab's own commands: not run
 //! against memcached.
 
 mod common;
@@ -442,7 +443,8 @@ fn stats_hotkeys_counts_binary_requests() {
     for chunk in writes.chunks(200) {
         binary_batch(&mut c, chunk);
     }
-    let h = c.stats("hotkeys");
+    // This connection speaks binary from its first byte: ask on another.
+    let h = server.connect().stats("hotkeys");
     let key = |name: &str| h.get(name).map(String::as_str);
     assert_eq!(key("reads:1:key"), Some("bin%2Fhot"), "{h:?}");
     assert_eq!(key("writes:1:key"), Some("bin%2Fw"), "{h:?}");
