@@ -201,6 +201,9 @@ struct Sketches {
     /// `PENDING_KEYS` of them), and where each ends.
     keys: Vec<u8>,
     ends: Vec<usize>,
+    /// How many keys it has (those past `PENDING_KEYS` are not counted, but share
+    /// the reply bytes).
+    all: usize,
     /// Its value bytes when it stores (0 for a read).
     stored: usize,
     /// The output's length when it started, for a read's reply bytes.
@@ -242,6 +245,7 @@ impl HotKeys {
                 kinds: std::array::from_fn(|_| Sketch::new()),
                 keys: Vec::new(),
                 ends: Vec::new(),
+                all: 0,
                 stored: 0,
                 out_at: 0,
             })),
@@ -301,9 +305,13 @@ impl HotKeys {
         let s = &mut **s;
         s.keys.clear();
         s.ends.clear();
-        for k in keys.take(PENDING_KEYS) {
-            s.keys.extend_from_slice(k);
-            s.ends.push(s.keys.len());
+        s.all = 0;
+        for k in keys {
+            s.all += 1;
+            if s.ends.len() < PENDING_KEYS {
+                s.keys.extend_from_slice(k);
+                s.ends.push(s.keys.len());
+            }
         }
         s.stored = stored;
         s.out_at = out_len;
@@ -315,7 +323,7 @@ impl HotKeys {
     pub fn end(&self, read: bool, out_len: usize) {
         let mut s = self.sketches.lock();
         let s = &mut **s;
-        let n = s.ends.len().max(1) as u64;
+        let n = s.all.max(1) as u64;
         let bytes = if read {
             out_len.saturating_sub(s.out_at) as u64 / n
         } else {
@@ -459,6 +467,18 @@ mod tests {
                 (b"w".to_vec(), 7 * r)
             ]
         );
+        // A read of more keys than are kept: the first PENDING_KEYS count, and
+        // each moved its share of the whole reply.
+        h.clear();
+        let many: Vec<Vec<u8>> = (0..PENDING_KEYS + 8)
+            .map(|i| format!("m{i:02}").into_bytes())
+            .collect();
+        h.begin(many.iter().map(Vec::as_slice), 0, 0);
+        h.end(true, 400);
+        let reads = top(Kind::Reads);
+        assert_eq!(reads.len(), TOP_K.min(PENDING_KEYS));
+        assert!(reads.iter().all(|(k, _)| k.as_slice() < b"m32".as_slice()));
+        assert!(top(Kind::Bytes).iter().all(|(_, n)| *n == 10 * r));
     }
 
     /// Zipf(s) over `n` ranks: a cumulative table and a xorshift uniform.
