@@ -494,10 +494,10 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
-        let probe = Probe::binary(cx, &req, out);
+        let probe = Probe::binary(cx, &req, key, value_len, out);
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
         if let Some(p) = probe {
-            let at = || Source::Binary(key, value_len);
+            let at = || Source::Binary(key);
             p.done(cx, out, &flow, &mut self.batch, at);
         }
         if let Flow::Swallow(n) = flow {

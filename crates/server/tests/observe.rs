@@ -3,7 +3,8 @@
 //! or miss, one by one or pipelined in one write (whose requests share the batch's
 //! time, or are timed one by one while the slow log is on); the slow log (`-o slowlog_us`) catches a large multi-get, with its key
 //! URI-encoded and its client, and `watch slowlog` streams it; `stats hotkeys` puts
-//! a hammered key first; each can be switched off. memcrab's own commands: not run
+//! a hammered key first, counts each key of a multi-get and binary reads and
+//! writes; each can be switched off. memcrab's own commands: not run
 //! against memcached.
 
 mod common;
@@ -380,6 +381,77 @@ fn stats_hotkeys_shows_a_hammered_key() {
     assert!(w1 == "w%2F0" || w1 == "w%2F1", "{h:?}");
     c.call(b"stats hotkeys reset\r\n", b"RESET\r\n");
     c.call(b"stats hotkeys\r\n", b"END\r\n");
+}
+
+/// Sends `line` `n` times, pipelined in batches closed by `mn`, and reads up to
+/// each `MN`.
+fn pipelined(c: &mut Client, line: &[u8], n: usize) {
+    let mut batch = Vec::new();
+    for i in 0..n {
+        batch.extend_from_slice(line);
+        if batch.len() > 1200 || i + 1 == n {
+            batch.extend(b"mn\r\n");
+            c.send(&batch);
+            batch.clear();
+            for _ in 0..=n {
+                if c.read_line() == b"MN" {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn stats_hotkeys_counts_every_key_of_a_multi_get() {
+    let server = Server::tcp(&["-t", "1"]);
+    let mut c = server.connect();
+    // 6,000 three-key gets (47 samples on average) against 500 of one key (4).
+    pipelined(&mut c, b"get m1 m2 m3\r\n", 6000);
+    pipelined(&mut c, b"get solo\r\n", 500);
+    let h = c.stats("hotkeys");
+    let mut top: Vec<&str> = (1..=3)
+        .map(|r| h[&format!("reads:{r}:key")].as_str())
+        .collect();
+    top.sort_unstable();
+    assert_eq!(top, ["m1", "m2", "m3"], "{h:?}");
+    // One sample counts each of its keys once: the three counts are equal.
+    let count = |r: usize| h[&format!("reads:{r}:count")].clone();
+    assert_eq!((count(1), count(2)), (count(3), count(3)), "{h:?}");
+    assert!(!h.contains_key("writes:1:key"), "{h:?}");
+}
+
+#[test]
+fn stats_hotkeys_counts_binary_requests() {
+    let server = Server::tcp(&["-t", "1"]);
+    let mut c = server.connect();
+    let set = |k: &[u8], v: &[u8]| request(op::SET, &store_extras(0, 0), k, v, 0, 0);
+    let get = |k: &[u8]| request(op::GET, &[], k, &[], 0, 0);
+    binary_batch(&mut c, &[set(b"bin/hot", &[b'v'; 300])]);
+    // 4,000 reads of the hot key (31 samples on average) among 1,000 of 50 others,
+    // then 1,000 writes of one key with a 10-byte value.
+    let reads: Vec<Vec<u8>> = (0..5000)
+        .map(|i| match i % 5 {
+            4 => get(format!("cold{}", i % 50).as_bytes()),
+            _ => get(b"bin/hot"),
+        })
+        .collect();
+    for chunk in reads.chunks(200) {
+        binary_batch(&mut c, chunk);
+    }
+    let writes: Vec<Vec<u8>> = (0..1000).map(|_| set(b"bin/w", b"0123456789")).collect();
+    for chunk in writes.chunks(200) {
+        binary_batch(&mut c, chunk);
+    }
+    // This connection speaks binary from its first byte: ask on another.
+    let h = server.connect().stats("hotkeys");
+    let key = |name: &str| h.get(name).map(String::as_str);
+    assert_eq!(key("reads:1:key"), Some("bin%2Fhot"), "{h:?}");
+    assert_eq!(key("writes:1:key"), Some("bin%2Fw"), "{h:?}");
+    // A read moves its whole reply (300 value bytes and more), a write its 10.
+    assert_eq!(key("bytes:1:key"), Some("bin%2Fhot"), "{h:?}");
+    let n: u64 = h["bytes:1:count"].parse().expect("count");
+    assert!(n >= 4000 / 4 * 300, "bytes estimate {n}");
 }
 
 #[test]

@@ -1,36 +1,58 @@
-//! Hot keys: a sampled Space-Saving top-K per worker, for reads, for writes, and for
-//! the bytes each key moves; merged when read (`stats hotkeys`, `/metrics`).
+//! Hot keys: a sampled count-min sketch with a small top list per worker, for
+//! reads, for writes, and for the bytes each key moves; merged when read (`stats
+//! hotkeys`, `/metrics`).
 //!
 //! ```text
-//!   request ── sampled()? (1 in SAMPLE_RATE, a per-worker xorshift) ── no ──► done
-//!                  │ yes
+//!   request ── sampled()? (1 in SAMPLE_RATE, a per-worker countdown) ── no ──► done
+//!                  │ yes: its key(s) kept (HotKeys::begin), counted as it ends
 //!                  ▼
-//!   worker's HotKeys ── reads  Mutex<SpaceSaving> (CAPACITY counters, min-heap)
-//!                    ├─ writes Mutex<SpaceSaving>
-//!                    └─ bytes  Mutex<SpaceSaving> (weighted by value bytes)
-//!                  │ top() on the reader's thread: counts summed per key over the
-//!                  ▼ workers, times SAMPLE_RATE, the K largest
+//!   worker's HotKeys ── Mutex<Sketches> ── reads:  Sketch (count-min + top list)
+//!                                       ├─ writes: Sketch
+//!                                       └─ bytes:  Sketch (weighted by value bytes)
+//!                  │ top() on the reader's thread: list counts summed per key over
+//!                  ▼ the workers, times SAMPLE_RATE, the K largest
 //!   [(key, estimate)] ── keys URI-encoded as `watch` prints them
 //! ```
 //!
-//! Space-Saving (Metwally, Agrawal, El Abbadi, 2005) keeps `CAPACITY` counters; a
-//! key not held replaces the smallest and inherits its count, so a count is an
-//! overestimate by at most that inherited error. With 1,024 counters per worker and
-//! one request in 128 sampled, the true top 16 of a Zipf 0.99 or 1.2 load are found
-//! (the recall test below). Goals: no lock on an unsampled request, a bounded
-//! memory (CAPACITY keys per kind per worker). Non-goals: exact counts; keys seen
-//! only before a `reset`.
+//! A [`Sketch`] is a count-min sketch (Cormode and Muthukrishnan, 2005) of `ROWS`
+//! rows of `WIDTH` 32-bit counters with conservative update (a key's counters rise
+//! only to its new estimate), 4 KiB, and a list of the `LIST` keys with the largest
+//! estimates: a sampled key not in the list enters it when its estimate passes the
+//! list's smallest count (which it replaces), and a listed key counts exactly from
+//! then on (64-bit). Reads and bytes are thus ranked by counts that overestimate by
+//! at most what colliding keys put in the key's counters before it was listed;
+//! under a Zipf load the heavy keys are listed after a few samples and stay.
+//!
+//! Why not Space-Saving (the first design: 1,024 counters, a heap and a hash map
+//! per kind, some 100 KiB per kind and worker): a sample walked three of them,
+//! which the request load had pushed out of the caches, and a uniform load
+//! replaced a counter (and copied its key) on nearly every sample. Here a sample
+//! touches two cache lines of counters per kind, skips the list when its estimate
+//! is below the list's smallest count, and otherwise compares its fingerprint with
+//! the list's 64 (256 bytes, a count of matches the compiler vectorises); counts
+//! and keys are touched only when the key is listed or enters. A worker's three
+//! sketches take some 19 KiB, the listed keys aside.
+//!
+//! With one request in 128 sampled, the true top 16 of a Zipf 0.99 or 1.2 load are
+//! found among the 32 reported (the recall test below; `memcrab-bench hotkeys`
+//! checks the server). Goals: no lock on an unsampled request, a few KiB per
+//! kind and worker. Non-goals: exact counts; keys seen only before a `reset`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 /// One request in this many is sampled (a power of two).
 pub const SAMPLE_RATE: u64 = 128;
-/// Counters per kind per worker.
-pub const CAPACITY: usize = 1024;
+/// Count-min rows and counters per row (a power of two) of each sketch.
+const ROWS: usize = 2;
+const WIDTH_BITS: usize = 9;
+const WIDTH: usize = 1 << WIDTH_BITS;
+/// Keys listed per kind per worker: twice [`TOP_K`], so that a key near the 32nd
+/// rank in one worker is still summed from the others.
+const LIST: usize = 64;
 /// Keys reported per kind (`stats hotkeys`, `/metrics`): twice the 16 that the
 /// recall target names, so that sampling noise between ranks 16 and 17 (a few
 /// percent apart under Zipf 0.99) does not push a true top-16 key off the list.
@@ -38,6 +60,8 @@ pub const TOP_K: usize = 32;
 /// The top that the recall target is set for.
 #[cfg(test)]
 pub const RECALL_TOP: usize = 16;
+/// Keys of one sampled request kept until it ends (a multi-get's first ones).
+const PENDING_KEYS: usize = 32;
 
 /// What a hot-key list ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,152 +86,128 @@ impl Kind {
     }
 }
 
-#[derive(Debug)]
-struct Slot {
-    /// The key (its allocation is reused by the key that replaces it).
-    key: Vec<u8>,
-    /// The key's hash (its entry in `pos`).
-    hash: u64,
-    count: u64,
-    /// Where this slot is in the heap.
-    at: usize,
+/// One kind's count-min sketch and top list (see the module's notes).
+struct Sketch {
+    /// `ROWS` rows of `WIDTH` counters; a key's counter in row `r` is at bits
+    /// `9r..9r+9` of its hash, and its estimate is the least of them.
+    rows: [[u32; WIDTH]; ROWS],
+    /// The listed keys: fingerprints (the hash's high 32 bits), counts and keys
+    /// in parallel, at most `LIST`. Two listed keys with one fingerprint (about
+    /// one chance in 2^26 per sample) would share a count, which an estimate can
+    /// afford.
+    fps: Vec<u32>,
+    counts: Vec<u64>,
+    /// A replaced key's allocation is reused by the key that replaces it.
+    keys: Vec<Vec<u8>>,
+    /// The smallest listed count once the list is full (0 before). A listed key's
+    /// estimate is never below its count (its counters rose to at least its
+    /// estimate at each of its samples, the list count by no more), so a key
+    /// whose estimate is below this is neither listed nor enters: the list is
+    /// not searched.
+    least: u64,
 }
 
-/// Space-Saving's counters: slots that never move, a binary min-heap of slot numbers
-/// on count, and a map from each held key's 64-bit hash to its slot. A sampled
-/// request hashes its key once (SipHash with a random key, so a client cannot
-/// choose colliding keys); heap moves touch only the two arrays. Two keys with the
-/// same 64-bit hash would share a counter (about one chance in 2^54 with 1,024
-/// keys held), which an estimate can afford.
-#[derive(Debug)]
-pub struct SpaceSaving {
-    cap: usize,
-    slots: Vec<Slot>,
-    heap: Vec<usize>,
-    pos: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
-}
-
-/// The map's hasher: its keys are hashes already.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl SpaceSaving {
-    pub fn new(cap: usize) -> Self {
-        SpaceSaving {
-            cap: cap.max(1),
-            slots: Vec::new(),
-            heap: Vec::new(),
-            pos: HashMap::default(),
+impl Sketch {
+    fn new() -> Self {
+        Sketch {
+            rows: [[0; WIDTH]; ROWS],
+            fps: Vec::with_capacity(LIST),
+            counts: Vec::with_capacity(LIST),
+            keys: Vec::with_capacity(LIST),
+            least: 0,
         }
     }
 
-    /// Counts `weight` for `key`.
-    #[cfg(test)]
-    pub fn offer(&mut self, key: &[u8], weight: u64) {
-        let h = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(key);
-        self.offer_hashed(h, key, weight);
-    }
-
-    /// Counts `weight` for `key`, whose hash (by the hasher all of a worker's
-    /// sketches share) is `h`.
-    pub fn offer_hashed(&mut self, h: u64, key: &[u8], weight: u64) {
-        if let Some(&slot) = self.pos.get(&h) {
-            let s = &mut self.slots[slot];
-            s.count = s.count.saturating_add(weight);
-            let at = s.at;
-            self.sift_down(at);
+    /// Counts `weight` for `key`, whose hash is `h`.
+    fn offer(&mut self, h: u64, key: &[u8], weight: u64) {
+        let at = |r: usize| ((h >> (WIDTH_BITS * r)) as usize) & (WIDTH - 1);
+        let fp = (h >> 32) as u32;
+        let w = u32::try_from(weight).unwrap_or(u32::MAX);
+        let mut est = u32::MAX;
+        for (r, row) in self.rows.iter().enumerate() {
+            est = est.min(row[at(r)]);
+        }
+        let est = est.saturating_add(w);
+        for (r, row) in self.rows.iter_mut().enumerate() {
+            let c = &mut row[at(r)];
+            *c = (*c).max(est);
+        }
+        let est = u64::from(est);
+        // (A saturated estimate says nothing: search then.)
+        if est < self.least && est < u64::from(u32::MAX) {
             return;
         }
-        if self.slots.len() < self.cap {
-            let slot = self.slots.len();
-            self.slots.push(Slot {
-                key: key.to_vec(),
-                hash: h,
-                count: weight,
-                at: self.heap.len(),
-            });
-            self.heap.push(slot);
-            self.pos.insert(h, slot);
-            self.sift_up(self.heap.len() - 1);
-            return;
-        }
-        // Replace the smallest: the newcomer inherits its count.
-        let slot = self.heap[0];
-        let s = &mut self.slots[slot];
-        let old = std::mem::replace(&mut s.hash, h);
-        s.key.clear();
-        s.key.extend_from_slice(key);
-        s.count = s.count.saturating_add(weight);
-        self.pos.remove(&old);
-        self.pos.insert(h, slot);
-        self.sift_down(0);
-    }
-
-    /// Every (key, count) held.
-    pub fn entries(&self) -> impl Iterator<Item = (&[u8], u64)> {
-        self.slots.iter().map(|s| (&*s.key, s.count))
-    }
-
-    pub fn clear(&mut self) {
-        self.slots.clear();
-        self.heap.clear();
-        self.pos.clear();
-    }
-
-    fn count_at(&self, i: usize) -> u64 {
-        self.slots[self.heap[i]].count
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        let (sa, sb) = (self.heap[a], self.heap[b]);
-        self.slots[sa].at = a;
-        self.slots[sb].at = b;
-    }
-
-    fn sift_up(&mut self, mut i: usize) {
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.count_at(parent) <= self.count_at(i) {
-                break;
-            }
-            self.swap(parent, i);
-            i = parent;
-        }
-    }
-
-    fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < n && self.count_at(l) < self.count_at(m) {
-                m = l;
-            }
-            if r < n && self.count_at(r) < self.count_at(m) {
-                m = r;
-            }
-            if m == i {
+        // Most samples of a flat load miss the list: a count of matches (which the
+        // compiler vectorises) says so without a search that stops early.
+        let listed = self.fps.iter().map(|&f| u32::from(f == fp)).sum::<u32>() > 0;
+        if let Some(i) = listed
+            .then(|| self.fps.iter().position(|&f| f == fp))
+            .flatten()
+        {
+            let Some(c) = self.counts.get_mut(i) else {
+                return;
+            };
+            let old = *c;
+            *c = c.saturating_add(weight);
+            if old != self.least {
                 return;
             }
-            self.swap(i, m);
-            i = m;
+        } else if self.fps.len() < LIST {
+            self.fps.push(fp);
+            self.counts.push(est);
+            self.keys.push(key.to_vec());
+        } else if est > self.least {
+            // Replace the (first) smallest.
+            let i = self
+                .counts
+                .iter()
+                .position(|&c| c == self.least)
+                .unwrap_or(0);
+            self.fps[i] = fp;
+            self.counts[i] = est;
+            self.keys[i].clear();
+            self.keys[i].extend_from_slice(key);
+        } else {
+            return;
+        }
+        if self.fps.len() == LIST {
+            self.least = self.counts.iter().copied().min().unwrap_or(0);
         }
     }
+
+    /// Every listed (key, count).
+    fn entries(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        self.keys
+            .iter()
+            .map(Vec::as_slice)
+            .zip(self.counts.iter().copied())
+    }
+
+    fn clear(&mut self) {
+        for row in &mut self.rows {
+            row.fill(0);
+        }
+        self.fps.clear();
+        self.counts.clear();
+        self.keys.clear();
+        self.least = 0;
+    }
+}
+
+/// A worker's three sketches, and the sampled request in flight.
+struct Sketches {
+    kinds: [Sketch; 3],
+    /// The keys of the sampled request in flight, one after another (at most
+    /// `PENDING_KEYS` of them), and where each ends.
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    /// How many keys it has (those past `PENDING_KEYS` are not counted, but share
+    /// the reply bytes).
+    all: usize,
+    /// Its value bytes when it stores (0 for a read).
+    stored: usize,
+    /// The output's length when it started, for a read's reply bytes.
+    out_at: usize,
 }
 
 /// One worker's hot-key sketches.
@@ -217,26 +217,39 @@ pub struct HotKeys {
     rng: AtomicU64,
     /// Requests until the next sample (owner only, as `rng`).
     left: AtomicU64,
-    /// The output's length when the sampled request in flight started, for a
-    /// read's reply bytes (owner only, as `rng`).
-    out_at: AtomicU64,
-    /// Each sketch's lock is taken by the owning worker on a sampled request and by a
-    /// reader (`stats hotkeys`, `/metrics`) while it copies the counts out; neither
-    /// holds it while taking another lock.
-    sketches: [Mutex<SpaceSaving>; 3],
-    /// Hashes a sampled key once for every sketch (SipHash, keyed at random).
-    hasher: RandomState,
+    /// Taken by the owning worker twice per sampled request (as it starts and as it
+    /// ends) and by a reader (`stats hotkeys`, `/metrics`, `reset`) while it copies
+    /// the lists out or clears them; neither holds it while taking another lock.
+    sketches: Mutex<Box<Sketches>>,
+    /// The hash's two keys, drawn at random at start-up, so that a client cannot
+    /// aim its keys at one counter.
+    seed: [u64; 2],
+}
+
+/// The high and low halves of a 128-bit product, folded (as wyhash and foldhash
+/// mix).
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 impl HotKeys {
     /// A worker's sketches; `seed` varies the sampler between workers.
     pub fn new(seed: u64) -> Self {
+        let random = RandomState::new();
         HotKeys {
             rng: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             left: AtomicU64::new(1),
-            out_at: AtomicU64::new(0),
-            sketches: std::array::from_fn(|_| Mutex::new(SpaceSaving::new(CAPACITY))),
-            hasher: RandomState::new(),
+            sketches: Mutex::new(Box::new(Sketches {
+                kinds: std::array::from_fn(|_| Sketch::new()),
+                keys: Vec::new(),
+                ends: Vec::new(),
+                all: 0,
+                stored: 0,
+                out_at: 0,
+            })),
+            seed: [random.hash_one(seed), random.hash_one(!seed) | 1],
         }
     }
 
@@ -256,18 +269,6 @@ impl HotKeys {
         true
     }
 
-    /// Notes the output's length as a sampled request starts (owner only).
-    #[cold]
-    pub fn start_sample(&self, out_len: usize) {
-        self.out_at.store(out_len as u64, Ordering::Relaxed);
-    }
-
-    /// The reply bytes of the sampled request that started at
-    /// [`HotKeys::start_sample`], given the output's length now.
-    pub fn reply_bytes(&self, out_len: usize) -> u64 {
-        (out_len as u64).saturating_sub(self.out_at.load(Ordering::Relaxed))
-    }
-
     /// A gap between samples, uniform in 1..2 * SAMPLE_RATE (mean SAMPLE_RATE).
     fn gap(&self) -> u64 {
         let mut x = self.rng.load(Ordering::Relaxed);
@@ -278,24 +279,90 @@ impl HotKeys {
         1 + x % (2 * SAMPLE_RATE - 1)
     }
 
+    /// A key's hash: 8 bytes at a time, each folded with the seed, then once more.
+    /// Keyed, fast, and good enough for counters that can afford a collision.
+    fn hash(&self, key: &[u8]) -> u64 {
+        let [a, b] = self.seed;
+        let mut h = a ^ key.len() as u64;
+        let mut words = key.chunks_exact(8);
+        for w in &mut words {
+            h = fold(h ^ u64::from_le_bytes(w.try_into().unwrap_or([0; 8])), b);
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            h = fold(h ^ u64::from_le_bytes(last), b);
+        }
+        fold(h ^ a, b ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// A sampled request starts (only after [`HotKeys::sampled`] said yes): keeps
+    /// its key(s), the value bytes it stores, and the output's length, until
+    /// [`HotKeys::end`].
+    pub fn begin<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, stored: usize, out_len: usize) {
+        let mut s = self.sketches.lock();
+        let s = &mut **s;
+        s.keys.clear();
+        s.ends.clear();
+        s.all = 0;
+        for k in keys {
+            s.all += 1;
+            if s.ends.len() < PENDING_KEYS {
+                s.keys.extend_from_slice(k);
+                s.ends.push(s.keys.len());
+            }
+        }
+        s.stored = stored;
+        s.out_at = out_len;
+    }
+
+    /// The sampled request that [`HotKeys::begin`] kept ends, with `out_len` bytes
+    /// of output: each of its keys counts as a read (sharing the reply bytes
+    /// evenly), or its key as a write of the bytes it stored.
+    pub fn end(&self, read: bool, out_len: usize) {
+        let mut s = self.sketches.lock();
+        let s = &mut **s;
+        let n = s.all.max(1) as u64;
+        let bytes = if read {
+            out_len.saturating_sub(s.out_at) as u64 / n
+        } else {
+            s.stored as u64
+        };
+        let mut start = 0;
+        for &end in &s.ends {
+            let key = s.keys.get(start..end).unwrap_or_default();
+            start = end;
+            let h = self.hash(key);
+            let kind = if read { Kind::Reads } else { Kind::Writes };
+            s.kinds[kind as usize].offer(h, key, 1);
+            if bytes > 0 {
+                s.kinds[Kind::Bytes as usize].offer(h, key, bytes);
+            }
+            if !read {
+                break;
+            }
+        }
+        s.ends.clear();
+    }
+
     /// Counts a sampled request: a read or a write of `key` that moved `bytes` value
-    /// bytes. Call only when [`HotKeys::sampled`] said yes.
+    /// bytes (the tests' shortcut for [`HotKeys::begin`] and [`HotKeys::end`]).
+    #[cfg(test)]
     pub fn note(&self, write: bool, key: &[u8], bytes: u64) {
         let kind = if write { Kind::Writes } else { Kind::Reads };
-        let h = self.hasher.hash_one(key);
-        self.sketch(kind).lock().offer_hashed(h, key, 1);
+        let h = self.hash(key);
+        let mut s = self.sketches.lock();
+        s.kinds[kind as usize].offer(h, key, 1);
         if bytes > 0 {
-            self.sketch(Kind::Bytes).lock().offer_hashed(h, key, bytes);
+            s.kinds[Kind::Bytes as usize].offer(h, key, bytes);
         }
     }
 
-    fn sketch(&self, kind: Kind) -> &Mutex<SpaceSaving> {
-        &self.sketches[kind as usize]
-    }
-
     pub fn clear(&self) {
-        for s in &self.sketches {
-            s.lock().clear();
+        let mut s = self.sketches.lock();
+        for k in &mut s.kinds {
+            k.clear();
         }
     }
 
@@ -309,8 +376,8 @@ impl HotKeys {
     ) -> Vec<(Vec<u8>, u64)> {
         let mut sum: HashMap<Vec<u8>, u64> = HashMap::new();
         for w in workers {
-            let s = w.sketch(kind).lock();
-            for (key, c) in s.entries() {
+            let s = w.sketches.lock();
+            for (key, c) in s.kinds[kind as usize].entries() {
                 let e = sum.entry(key.to_vec()).or_default();
                 *e = e.saturating_add(c);
             }
@@ -324,7 +391,6 @@ impl HotKeys {
         all
     }
 }
-
 /// `stats hotkeys`' lines: for each kind, rank from 1, `<kind>:<rank>:key` (URI
 /// encoded) and `<kind>:<rank>:count` (the estimate).
 pub fn render_stats<'a>(workers: impl IntoIterator<Item = &'a HotKeys> + Clone, out: &mut Vec<u8>) {
@@ -346,26 +412,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn space_saving_is_exact_below_capacity_and_bounded_above() {
-        let mut s = SpaceSaving::new(4);
-        for (k, n) in [(b"a", 5), (b"b", 3), (b"c", 1)] {
+    fn sketch_lists_keys_exactly_below_its_size_and_keeps_the_heavy_ones_above() {
+        let h = HotKeys::new(3);
+        let mut s = Sketch::new();
+        let offer = |s: &mut Sketch, k: &[u8], n: u64| {
             for _ in 0..n {
-                s.offer(k, 1);
+                s.offer(h.hash(k), k, 1);
             }
-        }
+        };
+        offer(&mut s, b"a", 50);
+        offer(&mut s, b"b", 30);
+        offer(&mut s, b"c", 1);
         let mut e: Vec<_> = s.entries().map(|(k, c)| (k.to_vec(), c)).collect();
         e.sort();
         assert_eq!(
             e,
-            vec![(b"a".to_vec(), 5), (b"b".to_vec(), 3), (b"c".to_vec(), 1)]
+            vec![(b"a".to_vec(), 50), (b"b".to_vec(), 30), (b"c".to_vec(), 1)]
         );
-        for k in [b"d", b"e", b"f"] {
-            s.offer(k, 1);
+        // Far more keys than the list holds, each seen twice: the list stays full,
+        // and the heavy keys stay in it with their exact counts.
+        for i in 0..4 * WIDTH {
+            offer(&mut s, format!("k{i}").as_bytes(), 2);
         }
-        assert_eq!(s.entries().count(), 4, "never more than capacity");
-        // The heavy keys survive; the total is conserved (Space-Saving's invariant).
-        assert!(s.entries().any(|(k, c)| k == b"a" && c == 5));
-        assert_eq!(s.entries().map(|(_, c)| c).sum::<u64>(), 12);
+        assert_eq!(s.entries().count(), LIST, "never more than the list");
+        assert!(s.entries().any(|(k, c)| k == b"a" && c == 50));
+        assert!(s.entries().any(|(k, c)| k == b"b" && c == 30));
+        s.clear();
+        assert_eq!(s.entries().count(), 0);
+    }
+
+    #[test]
+    fn a_sampled_request_counts_its_keys_as_it_ends() {
+        let h = HotKeys::new(5);
+        // A two-key read whose reply took 40 bytes: each key is read once and moved
+        // 20 bytes.
+        let keys: [&[u8]; 2] = [b"x", b"y"];
+        h.begin(keys.into_iter(), 0, 100);
+        h.end(true, 140);
+        // A write of 7 bytes.
+        h.begin([&b"w"[..]].into_iter(), 7, 140);
+        h.end(false, 150);
+        let top = |kind| HotKeys::top([&h], kind, TOP_K);
+        let r = SAMPLE_RATE;
+        assert_eq!(
+            top(Kind::Reads),
+            vec![(b"x".to_vec(), r), (b"y".to_vec(), r)]
+        );
+        assert_eq!(top(Kind::Writes), vec![(b"w".to_vec(), r)]);
+        assert_eq!(
+            top(Kind::Bytes),
+            vec![
+                (b"x".to_vec(), 20 * r),
+                (b"y".to_vec(), 20 * r),
+                (b"w".to_vec(), 7 * r)
+            ]
+        );
+        // A read of more keys than are kept: the first PENDING_KEYS count, and
+        // each moved its share of the whole reply.
+        h.clear();
+        let many: Vec<Vec<u8>> = (0..PENDING_KEYS + 8)
+            .map(|i| format!("m{i:02}").into_bytes())
+            .collect();
+        h.begin(many.iter().map(Vec::as_slice), 0, 0);
+        h.end(true, 400);
+        let reads = top(Kind::Reads);
+        assert_eq!(reads.len(), TOP_K.min(PENDING_KEYS));
+        assert!(reads.iter().all(|(k, _)| k.as_slice() < b"m32".as_slice()));
+        assert!(top(Kind::Bytes).iter().all(|(_, n)| *n == 10 * r));
     }
 
     /// Zipf(s) over `n` ranks: a cumulative table and a xorshift uniform.

@@ -28,8 +28,10 @@
 //! picks the series (a match on the request), the hot-key countdown and, for a
 //! read, a load of the hit counters; after it, the hit check and a byte appended to
 //! the batch; per batch, two clock reads and a bucket increment, sum and maximum
-//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also parses its
-//! key again, hashes it and takes its worker's sketch locks. With `-o
+//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also copies its
+//! key(s) out of the parsed request as it starts (`HotKeys::begin`, out of line)
+//! and counts them as it ends (`HotKeys::end`: a hash and two small sketches,
+//! under its worker's sketch lock, taken once each time). With `-o
 //! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
 //! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
@@ -55,9 +57,9 @@ use crate::server::{Ctx, WorkerObs};
 
 /// One request in flight: its series, and what its record needs after the
 /// executor. One word, so that it is returned and kept in a register; the key is
-/// not kept (a sampled or slow request finds it again in the request's bytes, which
-/// outlive the step), nor, for a sampled read, the output's length before (the
-/// worker's `HotKeys` keeps it).
+/// not kept (a sampled request's key(s) wait in its worker's `HotKeys`, a slow
+/// request's is found again in the request's bytes, which outlive the step), nor,
+/// for a sampled read, the output's length before (`HotKeys` keeps it too).
 pub struct Probe {
     /// For a read, the low 32 bits of `get_hits + touch_hits` before (a request
     /// does not move them by 2^32).
@@ -68,6 +70,8 @@ pub struct Probe {
     read: bool,
     /// Hot keys sample this request.
     sampled: bool,
+    /// `sampled`, or the slow log is on: [`kept`] sees it when it ends.
+    kept: bool,
 }
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
@@ -107,12 +111,23 @@ impl Probe {
             Request::Meta(m) => (META, meta(m)),
             _ => (TEXT, OTHER),
         };
-        Some(Probe::start(cx, w, base, kind, out))
+        let p = Probe::start(cx, w, base, kind);
+        if p.sampled {
+            begin_text(w, req, out.len());
+        }
+        Some(p)
     }
 
-    /// A probe for a decoded binary request.
+    /// A probe for a decoded binary request, whose packet has this key and
+    /// `value_len` value bytes.
     #[inline]
-    pub fn binary(cx: &Ctx<'_>, req: &BinRequest<'_>, out: &Out) -> Option<Self> {
+    pub fn binary(
+        cx: &Ctx<'_>,
+        req: &BinRequest<'_>,
+        key: &[u8],
+        value_len: usize,
+        out: &Out,
+    ) -> Option<Self> {
         let w = cx.obs?;
         let offset = match *req {
             BinRequest::Get {
@@ -139,28 +154,31 @@ impl Probe {
             }
             _ => OTHER,
         };
-        Some(Probe::start(cx, w, BINARY, offset, out))
+        let p = Probe::start(cx, w, BINARY, offset);
+        if p.sampled {
+            let stored = if p.read { 0 } else { value_len };
+            w.hotkeys.begin(std::iter::once(key), stored, out.len());
+        }
+        Some(p)
     }
 
     #[inline(always)]
-    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize, out: &Out) -> Self {
+    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize) -> Self {
         let read = latency::is_read(kind);
         let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
-        if sampled {
-            w.hotkeys.start_sample(out.len());
-        }
         Probe {
             hits: if read { hits(cx) } else { 0 },
             series: (base + kind) as u8,
             read,
             sampled,
+            kept: sampled || w.slowlog_on,
         }
     }
 
     /// The reply is queued (or the request ended as `flow` says): the request
-    /// joins `batch` (or, while the slow log is on, is timed on its own). `key`
-    /// says where the request's key(s) and value bytes are found again, for a
-    /// sampled request, or any when the slow log is on.
+    /// joins `batch` (or, while the slow log is on, is timed on its own), and a
+    /// sampled one is counted in the hot keys. `key` says where the request's key
+    /// is found again for the slow log.
     #[inline(always)]
     pub fn done<'r>(
         self,
@@ -181,7 +199,7 @@ impl Probe {
         if w.batched {
             batch.push(w, series);
         }
-        if self.sampled || w.slowlog_on {
+        if self.kept {
             let ns = if w.slowlog_on {
                 batch.exact(w, series)
             } else {
@@ -308,34 +326,35 @@ fn kept(
     ns: u64,
     out: usize,
 ) {
-    let slow = w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns);
-    if !slow && !probe.sampled {
-        return;
-    }
-    let (key, stored) = match source {
-        Source::Text(input, cfg) => text_key_in(input, cfg),
-        Source::Binary(key, value_len) => (Key::One(key), value_len),
-    };
-    if slow {
-        slow_request(cx, series, key.first(), ns / 1000);
-    }
     if probe.sampled {
-        let read = probe.read;
-        let bytes = if read {
-            w.hotkeys.reply_bytes(out)
-        } else {
-            stored as u64
+        w.hotkeys.end(probe.read, out);
+    }
+    if w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns) {
+        let key = match source {
+            Source::Text(input, cfg) => text_key_in(input, cfg).0,
+            Source::Binary(key) => Key::One(key),
         };
-        note(w, read, key, bytes);
+        slow_request(cx, series, key.first(), ns / 1000);
     }
 }
 
-/// Where a finished request's key(s) are found again: a text request at the front
-/// of this input (parsed again with this configuration: the request itself went to
-/// its executor), or a binary request's key and value length.
+/// A sampled text request starts: its key(s), and the value bytes it stores, are
+/// kept until it ends ([`HotKeys::begin`](crate::admin::hotkeys::HotKeys::begin)).
+#[cold]
+#[inline(never)]
+fn begin_text(w: &WorkerObs, req: &Request<'_>, out: usize) {
+    match text_key(req) {
+        (Key::One(k), stored) => w.hotkeys.begin(std::iter::once(k), stored, out),
+        (Key::Many(keys), stored) => w.hotkeys.begin(keys, stored, out),
+    }
+}
+
+/// Where a finished request's key(s) are found again for the slow log: a text
+/// request at the front of this input (parsed again with this configuration: the
+/// request itself went to its executor), or a binary request's key.
 pub enum Source<'r> {
     Text(&'r [u8], &'r Config),
-    Binary(&'r [u8], usize),
+    Binary(&'r [u8]),
 }
 
 /// The key(s) and value bytes of the text request at the front of `input`.
@@ -394,22 +413,6 @@ fn meta(m: &Meta<'_>) -> usize {
         Meta::Arith { incr: true, .. } => INCR,
         Meta::Arith { .. } => DECR,
         _ => OTHER,
-    }
-}
-
-/// Counts a sampled request in the hot-key sketches: each key of a multi-get, which
-/// share its reply bytes evenly.
-#[cold]
-#[inline(never)]
-fn note(w: &WorkerObs, read: bool, key: Key<'_>, bytes: u64) {
-    match key {
-        Key::Many(keys) => {
-            let n = keys.clone().count().max(1) as u64;
-            for k in keys {
-                w.hotkeys.note(false, k, bytes / n);
-            }
-        }
-        Key::One(k) => w.hotkeys.note(!read, k, bytes),
     }
 }
 
