@@ -144,7 +144,7 @@ impl Server {
             users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
-            tunables: Tunables::new(settings.track_sizes, settings.lru_crawler),
+            tunables: Tunables::new(&settings),
             prefixes: Prefixes::new(settings.stat_prefix),
             watch: Arc::new(Hub::new(settings.watcher_buf_bytes)),
             observe: Observe::new(

@@ -13,12 +13,15 @@
 //!                       together, the password files; `-h`'s usage
 //!   settings/getopt.rs  the flag table and getopt's splitting
 //!   settings/tls.rs     -o ssl_*'s sub-options
+//!   settings/tuning.rs  -o's slab, LRU, hash and logger sub-options, and
+//!                       memcached's checks of them against -I
 //!   settings/tests.rs   the parser against memcached's flags and conventions
 //! ```
 
 mod getopt;
 pub mod parse;
 mod tls;
+pub mod tuning;
 
 /// The storage engines `-o engine=` selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,6 +168,8 @@ pub struct Settings {
     pub slowlog_us: u64,
     /// `-o slowlog_len=N`: slow log entries kept (the newest).
     pub slowlog_len: usize,
+    /// memcached's slab, LRU, hash and logger sub-options (`-o`), as given.
+    pub tuning: tuning::Tuning,
 }
 
 /// `-B`'s values.
@@ -236,6 +241,7 @@ impl Default for Settings {
             hotkeys: true,
             slowlog_us: 0,
             slowlog_len: SLOWLOG_LEN_DEFAULT,
+            tuning: tuning::Tuning::default(),
         }
     }
 }
