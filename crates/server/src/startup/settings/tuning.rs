@@ -264,12 +264,12 @@ impl Tuning {
                 "slab_chunk_max (bytes: {chunk}) cannot be larger than -I (item_size_max {item})"
             ));
         }
-        if item % chunk != 0 {
+        if !item.is_multiple_of(chunk) {
             return Err(format!(
                 "-I (item_size_max: {item}) must be evenly divisible by slab_chunk_max (bytes: {chunk})"
             ));
         }
-        if SLAB_PAGE_BYTES % chunk != 0 {
+        if !SLAB_PAGE_BYTES.is_multiple_of(chunk) {
             return Err(format!(
                 "slab_chunk_max (bytes: {chunk}) must divide evenly into {SLAB_PAGE_BYTES} (slab_page_size)"
             ));
