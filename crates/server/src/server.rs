@@ -56,6 +56,9 @@ pub struct ConnInfo {
     /// owning worker when it waits for input; read by `stats conns` on any worker;
     /// Relaxed, as it is informational.
     pub state: AtomicU8,
+    /// `-l proto[...]:`: the protocol of the listener that accepted it, if it
+    /// names one (the connection speaks it instead of `-B`'s).
+    pub protocol: Option<crate::startup::settings::Protocol>,
 }
 
 /// A client connection's state in `stats conns`, named as memcached's

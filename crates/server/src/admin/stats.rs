@@ -332,7 +332,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     // As memcached: the configured port, even when -s disabled TCP.
     stat(out, "tcpport", s.port);
     stat(out, "udpport", s.udp_port);
-    stat(out, "inter", s.listen.join(","));
+    stat(out, "inter", &s.inter);
     stat(out, "verbosity", server.verbosity.load(Ordering::Relaxed));
     stat(out, "oldest", 0);
     stat(out, "evictions", if s.no_evict { "off" } else { "on" });

@@ -107,7 +107,10 @@ impl Drop for Conn {
 
 impl Conn {
     /// A connection whose output lends values of at least `lend_min` bytes (0: never).
-    pub fn new(info: Arc<ConnInfo>, session: Session, lend_min: usize) -> Self {
+    pub fn new(info: Arc<ConnInfo>, mut session: Session, lend_min: usize) -> Self {
+        if let Some(p) = info.protocol {
+            session.set_protocol(p);
+        }
         Conn {
             info,
             rbuf: Vec::new(),

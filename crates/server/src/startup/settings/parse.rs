@@ -116,12 +116,20 @@ fn apply(
                 .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
         }
         'l' => {
-            // Repeated -l adds addresses (memcached joins them with commas).
+            // Repeated -l adds addresses: memcached joins them with commas, and
+            // skips one that its list already holds as a substring.
             if !given.listen {
                 s.listen.clear();
+                s.inter.clear();
                 given.listen = true;
+            } else if s.inter.contains(v.as_str()) {
+                return Ok(None);
+            } else {
+                s.inter.push(',');
             }
-            s.listen.extend(v.split(',').map(|a| a.trim().to_string()));
+            s.inter.push_str(&v);
+            s.listen
+                .extend(super::listen_entries(&v).map(|a| a.trim().to_string()));
         }
         'd' => s.daemonize = true,
         'r' => s.enable_coredumps = true,
@@ -430,8 +438,11 @@ pub fn usage() -> String {
                           amplification before enabling)
 -s, --unix-socket=<file>  UNIX socket to listen on (disables network support)
 -a, --unix-mask=<mask>    access mask for the UNIX socket, in octal (default: 700)
--l, --listen=<addr>       interfaces to listen on, comma separated, each addr or
-                          addr:port (default: 127.0.0.1; memcached binds all)
+-l, --listen=<addr>       interfaces to listen on, separated by ',' or ';', each
+                          addr or addr:port (default: 127.0.0.1; memcached binds
+                          all), optionally after proto[<ascii|binary|negotiating>]:
+                          (that listener's protocol) and tag[<name>]: (accepted;
+                          it names a listener for memcached's proxy only)
 -d, --daemon              run as a daemon
 -u, --user=<user>         assume the identity of <user> (only when run as root,
                           where it is required)
