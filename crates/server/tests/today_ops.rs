@@ -443,11 +443,17 @@ fn lru_crawler_running_during_a_dump() {
         }
         lines += usize::from(line.starts_with(b"key="));
     }
-    assert_eq!(lines, ITEMS);
+    if against_memcached() {
+        // memcached's crawler passes over an item that another thread holds at
+        // that moment (a couple in 60,000, seen on 1.6.45).
+        assert!(lines > ITEMS * 99 / 100, "{lines} lines");
+    } else {
+        assert_eq!(lines, ITEMS);
+    }
     wait_until("the dump's end", Duration::from_secs(10), || {
         c.stat("lru_crawler_running") == 0
     });
-    assert!(c.stat("crawler_items_checked") >= ITEMS as u64);
+    assert!(c.stat("crawler_items_checked") >= lines as u64);
     if !against_memcached() {
         // memcrab walks only the dump's items: no more.
         assert_eq!(c.stat("crawler_items_checked"), ITEMS as u64);
