@@ -458,4 +458,14 @@ fn lru_crawler_running_during_a_dump() {
         // memcrab walks only the dump's items: no more.
         assert_eq!(c.stat("crawler_items_checked"), ITEMS as u64);
     }
+    // A dump whose client goes away ends with it.
+    let mut dumper = s.connect();
+    dumper.send(b"lru_crawler metadump all\r\n");
+    wait_until("a second dump running", Duration::from_secs(10), || {
+        c.stat("lru_crawler_running") == 1
+    });
+    drop(dumper);
+    wait_until("the abandoned dump's end", Duration::from_secs(10), || {
+        c.stat("lru_crawler_running") == 0
+    });
 }
