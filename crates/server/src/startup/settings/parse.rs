@@ -481,7 +481,9 @@ pub fn usage() -> String {
                           engine=seg|reference (default seg), track_sizes (enables
                           `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`
                           client may have waiting, default 256); memcached's
-                          slab/LRU/crawler tuning options are accepted and ignored;
+                          slab, LRU, crawler, hash and logger options are checked
+                          as memcached 1.6.45 checks them and shown in `stats
+                          settings`, but tune nothing segments have;
                           io=uring|epoll: the connection transport (default uring,
                           or the MEMCRAB_IO environment variable; uring falls back
                           to epoll where the kernel refuses io_uring);
