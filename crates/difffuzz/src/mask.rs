@@ -62,8 +62,8 @@ pub const MASKS: &[Mask] = &[
         rule: "`me`'s `cls=` is not compared in configuration 1 (`-I 1k` with \
                slab_chunk_max at 1 KiB; configuration 0 compares it)",
         why: "memcrab has no slab classes: it reports the class memcached would use \
-              with the default slab page and chunk size, and accepts and ignores `-o \
-              slab_chunk_max` (README, Command line); memcached, which needs that \
+              with the default slab page and chunk size, whatever `-o slab_chunk_max` \
+              says (README, Command line); memcached, which needs that \
               option for an `-I` under 512 KiB, puts items near 1 KiB in a \
               different class",
     },

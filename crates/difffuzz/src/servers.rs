@@ -153,7 +153,14 @@ impl Server {
             .listen(Listen::AsGiven)
             .user(User::Never)
             .args(base_args())
-            .args(&cfg.args)
+            .args(cfg.args.iter().map(|a| {
+                // memcrab reads slab_chunk_max in kilobytes, as memcached 1.6.24+,
+                // whatever the oracle's release.
+                match memcrab_testkit::is_memcached(bin) {
+                    true => a.clone(),
+                    false => a.replace("slab_chunk_max=1024,", "slab_chunk_max=1,"),
+                }
+            }))
             .die_with_parent()
             .startup_timeout(STARTUP_TIMEOUT)
             .tag(&format!("difffuzz-{tag}"))

@@ -117,60 +117,160 @@ pub fn safe_strtol(s: &[u8]) -> Result<i32, NotANumber> {
     Ok(v as i32)
 }
 
-/// `safe_strtod`: a decimal floating-point number as C's `strtod` reads one (leading
-/// whitespace, a sign, digits with an optional fraction and exponent, or `inf`,
-/// `infinity`, `nan`), followed by whitespace or the end. Out of range (`ERANGE`)
-/// is [`NotANumber`], as in memcached. Not reproduced: hexadecimal floats
-/// (`0x1p3`), `nan(...)`, and glibc's `ERANGE` on underflow to a subnormal.
+/// `safe_strtod`: a floating-point number as C's `strtod` reads one (see
+/// [`strtod`]), followed by whitespace or the end. Out of range (`ERANGE`) is
+/// [`NotANumber`], as in memcached.
 pub fn safe_strtod(s: &[u8]) -> Result<f64, NotANumber> {
-    let start = s.iter().take_while(|&&b| is_c_space(b)).count();
-    let rest = &s[start..];
-    let mut i = usize::from(matches!(rest.first(), Some(b'+' | b'-')));
-    let word = |w: &[u8], at: usize| {
-        rest.len() >= at + w.len() && rest[at..at + w.len()].eq_ignore_ascii_case(w)
-    };
-    let end = if word(b"infinity", i) {
-        i + 8
-    } else if word(b"inf", i) || word(b"nan", i) {
-        i + 3
-    } else {
-        let digits = |from: usize| {
-            rest[from..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count()
-        };
-        let int = digits(i);
-        i += int;
-        let mut frac = 0;
-        if rest.get(i) == Some(&b'.') {
-            frac = digits(i + 1);
-            if int + frac > 0 {
-                i += 1 + frac;
-            }
-        }
-        if int + frac == 0 {
-            return Err(NotANumber);
-        }
-        if matches!(rest.get(i), Some(b'e' | b'E')) {
-            let sign = usize::from(matches!(rest.get(i + 1), Some(b'+' | b'-')));
-            let exp = digits(i + 1 + sign);
-            if exp > 0 {
-                i += 1 + sign + exp;
-            }
-        }
-        i
-    };
-    if end < rest.len() && !is_c_space(rest[end]) {
-        return Err(NotANumber);
-    }
-    let text = std::str::from_utf8(&rest[..end]).map_err(|_| NotANumber)?;
-    let v: f64 = text.parse().map_err(|_| NotANumber)?;
-    let literal_inf = text.trim_start_matches(['+', '-']).starts_with(['i', 'I']);
-    if v.is_infinite() && !literal_inf {
+    let (v, end, erange) = strtod(s);
+    if end == 0 || erange || (end < s.len() && !is_c_space(s[end])) {
         return Err(NotANumber);
     }
     Ok(v)
+}
+
+/// C's `atof`, which memcached's `-o` ratios and `-f` use: [`strtod`]'s value, 0
+/// where no number starts the text, and what follows the number ignored.
+pub fn atof(s: &[u8]) -> f64 {
+    strtod(s).0
+}
+
+/// C's `strtod` in the "C" locale: leading whitespace, a sign, then decimal digits
+/// with an optional fraction and exponent, a hexadecimal float (`0x1.8p-2`: hex
+/// digits with an optional fraction, and an optional binary exponent), or `inf`,
+/// `infinity`, `nan`. Answers the value, the index one past what was read (0 when
+/// no number was read, as C's `endptr == str`), and whether the value overflowed
+/// (`ERANGE`). Not reproduced: `nan(...)`, glibc's `ERANGE` on underflow, and a
+/// hexadecimal float's rounding past its 16th significant digit (later digits are
+/// cut, not rounded).
+pub fn strtod(s: &[u8]) -> (f64, usize, bool) {
+    let start = s.iter().take_while(|&&b| is_c_space(b)).count();
+    let rest = &s[start..];
+    let negative = rest.first() == Some(&b'-');
+    let i = usize::from(matches!(rest.first(), Some(b'+' | b'-')));
+    let word = |w: &[u8], at: usize| {
+        rest.len() >= at + w.len() && rest[at..at + w.len()].eq_ignore_ascii_case(w)
+    };
+    let signed = |v: f64| if negative { -v } else { v };
+    if word(b"infinity", i) {
+        return (signed(f64::INFINITY), start + i + 8, false);
+    }
+    if word(b"inf", i) {
+        return (signed(f64::INFINITY), start + i + 3, false);
+    }
+    if word(b"nan", i) {
+        return (signed(f64::NAN), start + i + 3, false);
+    }
+    let (v, end) = if word(b"0x", i) && hex_digits(&rest[i + 2..]).1 > 0 {
+        let (v, len) = hex_float(&rest[i + 2..]);
+        (v, i + 2 + len)
+    } else {
+        match decimal_end(rest, i) {
+            0 => return (0.0, 0, false),
+            end => {
+                let text = std::str::from_utf8(&rest[i..end]).unwrap_or("0");
+                (text.parse::<f64>().unwrap_or(0.0), end)
+            }
+        }
+    };
+    (signed(v), start + end, v.is_infinite())
+}
+
+/// Where the decimal number starting at `rest[i]` ends (0: none there).
+fn decimal_end(rest: &[u8], mut i: usize) -> usize {
+    let digits = |from: usize| {
+        rest.get(from..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let int = digits(i);
+    i += int;
+    let mut frac = 0;
+    if rest.get(i) == Some(&b'.') {
+        frac = digits(i + 1);
+        if int + frac > 0 {
+            i += 1 + frac;
+        }
+    }
+    if int + frac == 0 {
+        return 0;
+    }
+    if matches!(rest.get(i), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(rest.get(i + 1), Some(b'+' | b'-')));
+        let exp = digits(i + 1 + sign);
+        if exp > 0 {
+            i += 1 + sign + exp;
+        }
+    }
+    i
+}
+
+/// The hex digits of a hexadecimal float's mantissa (after `0x`): the bytes they
+/// span (with one `.`) and how many digits there are.
+fn hex_digits(s: &[u8]) -> (usize, usize) {
+    let int = s.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if s.get(int) != Some(&b'.') {
+        return (int, int);
+    }
+    let frac = s[int + 1..]
+        .iter()
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    match int + frac {
+        0 => (0, 0),
+        n => (int + 1 + frac, n),
+    }
+}
+
+/// A hexadecimal float's magnitude after its `0x` (which has at least one hex
+/// digit) and the bytes read: the mantissa's first 16 significant digits, scaled by
+/// 2 to the `p` exponent.
+fn hex_float(s: &[u8]) -> (f64, usize) {
+    let (span, _) = hex_digits(s);
+    let mut mantissa: u64 = 0;
+    let mut exp: i64 = 0;
+    let mut significant = 0;
+    let mut after_point = false;
+    for &b in &s[..span] {
+        if b == b'.' {
+            after_point = true;
+            continue;
+        }
+        let d = u64::from(char::from(b).to_digit(16).unwrap_or(0));
+        if significant < 16 {
+            mantissa = mantissa * 16 + d;
+            if mantissa > 0 {
+                significant += 1;
+            }
+            if after_point {
+                exp -= 4;
+            }
+        } else if !after_point {
+            exp += 4;
+        }
+    }
+    let mut end = span;
+    if matches!(s.get(end), Some(b'p' | b'P')) {
+        let sign = usize::from(matches!(s.get(end + 1), Some(b'+' | b'-')));
+        let digits = s[end + 1 + sign..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits > 0 {
+            let mut p: i64 = 0;
+            for &b in &s[end + 1 + sign..end + 1 + sign + digits] {
+                p = (p * 10 + i64::from(b - b'0')).min(100_000);
+            }
+            exp += if s[end + 1] == b'-' { -p } else { p };
+            end += 1 + sign + digits;
+        }
+    }
+    // Scaled in two steps, so that 2^exp alone neither overflows nor underflows
+    // where the product does not.
+    let e = exp.clamp(-4000, 4000) as i32;
+    let v = mantissa as f64 * 2f64.powi(e / 2) * 2f64.powi(e - e / 2);
+    (v, end)
 }
 
 #[cfg(test)]
@@ -204,6 +304,32 @@ mod tests {
             assert_eq!(got, *want, "{:?}", String::from_utf8_lossy(input));
         }
         assert!(safe_strtod(b"nan").is_ok_and(f64::is_nan));
+    }
+
+    #[test]
+    fn strtod_hexadecimal() {
+        let cases: &[(&[u8], Option<f64>)] = &[
+            (b"0x1p-2", Some(0.25)),
+            (b"0X1P1", Some(2.0)),
+            (b"-0x1.8p0", Some(-1.5)),
+            (b"0x.8", Some(0.5)),
+            (b"0xA", Some(10.0)),
+            (b"0x1p", None),
+            (b"0x", None),
+            (b"0x1p99999", None),
+            (b"0x0.0000000000000000001p0", Some(2f64.powi(-76))),
+            (b"0x1.0000000000000000000000001p0", Some(1.0)),
+        ];
+        for (input, want) in cases {
+            let got = safe_strtod(input).ok();
+            assert_eq!(got, *want, "{:?}", String::from_utf8_lossy(input));
+        }
+        // What atof reads of a longer text: `0x` alone is the 0 before the x.
+        assert_eq!(strtod(b"0x"), (0.0, 1, false));
+        assert_eq!(strtod(b"0x1pz"), (1.0, 3, false));
+        assert_eq!(strtod(b" 0x1p-1,"), (0.5, 7, false));
+        assert_eq!(atof(b"junk"), 0.0);
+        assert_eq!(atof(b"0.8x"), 0.8);
     }
 
     #[test]

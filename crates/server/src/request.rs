@@ -136,6 +136,19 @@ impl Session {
         Session::with_proto(s, proto)
     }
 
+    /// A connection of a `-l proto[...]:` listener speaks that protocol instead of
+    /// `-B`'s (memcached's `server_sockets`); under `-Y` every connection stays
+    /// ASCII with authentication (such a listener cannot be binary).
+    pub fn set_protocol(&mut self, p: Protocol) {
+        if self.proto != Proto::AsciiAuth {
+            self.proto = match p {
+                Protocol::Auto => Proto::Negotiate,
+                Protocol::Ascii => Proto::Ascii,
+                Protocol::Binary => Proto::Binary,
+            };
+        }
+    }
+
     /// A datagram's session: the first payload byte picks the protocol whatever `-B`
     /// says (memcached's `try_read_command_udp`), and nothing is remembered past
     /// the datagram.

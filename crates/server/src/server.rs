@@ -56,6 +56,9 @@ pub struct ConnInfo {
     /// owning worker when it waits for input; read by `stats conns` on any worker;
     /// Relaxed, as it is informational.
     pub state: AtomicU8,
+    /// `-l proto[...]:`: the protocol of the listener that accepted it, if it
+    /// names one (the connection speaks it instead of `-B`'s).
+    pub protocol: Option<crate::startup::settings::Protocol>,
 }
 
 /// A client connection's state in `stats conns`, named as memcached's
@@ -144,7 +147,7 @@ impl Server {
             users: RwLock::new(users),
             counters: (0..settings.workers).map(|_| Arc::default()).collect(),
             verbosity: AtomicU32::new(settings.verbose),
-            tunables: Tunables::new(settings.track_sizes, settings.lru_crawler),
+            tunables: Tunables::new(&settings),
             prefixes: Prefixes::new(settings.stat_prefix),
             watch: Arc::new(Hub::new(settings.watcher_buf_bytes)),
             observe: Observe::new(

@@ -173,7 +173,17 @@ fn unix_now() -> i64 {
 fn hundred_thousand_mixed_items_survive_a_graceful_restart() {
     let d = MemDir::new("100k");
     let file = d.file();
-    let args = ["-e", file.as_str(), "-m", "256", "-I", "256k"];
+    // memcached 1.6.45 needs slab_chunk_max no larger than an -I under 512 KiB.
+    let args = [
+        "-e",
+        file.as_str(),
+        "-m",
+        "256",
+        "-I",
+        "256k",
+        "-o",
+        "slab_chunk_max=256",
+    ];
     let item_max = 256 * 1024 - 100;
     let s = start(&args);
     assert_cold(&s, "no metadata file");

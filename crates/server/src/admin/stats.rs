@@ -4,13 +4,45 @@
 //! and memcrab's own `stats latency|hotkeys|slowlog`, from the request step's
 //! measurements (the server's `Observe`).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memcrab_store::{Stats, WalkCursor};
 
 use crate::admin::hotkeys::HotKeys;
-use crate::admin::tunables::stat_float;
+use crate::admin::tunables::{stat_float, CrawlRunning};
 use crate::server::{ConnState, Observe, Server};
+
+/// The connections' read buffers (io/conn.rs): how many are allocated and their
+/// bytes, memcached's `read_buf_count` and `read_buf_bytes`. A connection's buffer
+/// is allocated at its first read, grows with a long request, and goes back to
+/// none when a grown one is emptied or the connection closes. One server per
+/// process, so one count. Relaxed: statistics, ordered against nothing.
+static READ_BUFS: AtomicU64 = AtomicU64::new(0);
+static READ_BUF_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// A connection's read buffer went from `before` bytes to `after` (0: none).
+#[inline]
+pub fn read_buf_resized(before: usize, after: usize) {
+    if before == after {
+        return;
+    }
+    match (before, after) {
+        (0, _) => READ_BUFS.fetch_add(1, Ordering::Relaxed),
+        (_, 0) => READ_BUFS.fetch_sub(1, Ordering::Relaxed),
+        _ => 0,
+    };
+    READ_BUF_BYTES.fetch_add(after as u64, Ordering::Relaxed);
+    READ_BUF_BYTES.fetch_sub(before as u64, Ordering::Relaxed);
+}
+
+/// The file descriptors the process holds that are not client connections
+/// (listeners, event loops, wakers, io_uring rings, files): memcached's
+/// `reserved_fds`, its "misc fds used internally". Counted in /proc/self/fd.
+fn reserved_fds(clients: usize) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count().saturating_sub(1 + clients))
+        .unwrap_or(0)
+}
 
 /// Renders `stats [sub [arg]]` into `out`, as memcached's `process_stat`.
 /// `asker`: the asking connection's fd (-1 for none), which `stats conns` shows
@@ -168,6 +200,22 @@ fn general(server: &Server, out: &mut Vec<u8>) {
         "connection_structures",
         server.curr_connections.load(Ordering::Relaxed) + listeners,
     );
+    // memcached's response objects are pooled; memcrab writes each connection's
+    // replies into one output buffer and pauses a request that outgrows it (-o
+    // read_buf_mem_limit's bound is not needed): no response runs out of memory.
+    stat(out, "response_obj_oom", 0);
+    stat(out, "read_buf_count", READ_BUFS.load(Ordering::Relaxed));
+    stat(
+        out,
+        "read_buf_bytes",
+        READ_BUF_BYTES.load(Ordering::Relaxed),
+    );
+    // Read buffers are the connections' own, never cached when unused; an
+    // allocation that fails aborts the process, so none is counted as failed.
+    stat(out, "read_buf_bytes_free", 0);
+    stat(out, "read_buf_oom", 0);
+    let clients = server.curr_connections.load(Ordering::Relaxed);
+    stat(out, "reserved_fds", reserved_fds(clients));
     stat(out, "cmd_get", t.cmd_get);
     stat(out, "cmd_set", t.cmd_set);
     stat(out, "cmd_flush", t.cmd_flush);
@@ -227,11 +275,15 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "values_lent", t.values_lent);
     stat(out, "lent_segment_bytes", es.segments.lent_bytes);
     stat(out, "lease_held_bytes", es.segments.held_bytes);
+    let tun = &server.tunables;
+    stat(out, "lru_crawler_running", CrawlRunning::count());
     stat(
         out,
         "lru_crawler_starts",
-        server.tunables.crawler_starts.load(Ordering::Relaxed),
+        tun.crawler_starts.load(Ordering::Relaxed),
     );
+    // Rust aborts the process when an allocation fails: none is counted.
+    stat(out, "malloc_fails", 0);
     // `watch`'s counters. memcrab formats each event once on the worker that saw it,
     // with no per-worker buffer to overflow: worker_dropped is always 0, and
     // worker_written counts the events formatted for watchers.
@@ -241,6 +293,9 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "log_watcher_skipped", w.skipped);
     stat(out, "log_watcher_sent", w.sent);
     stat(out, "log_watchers", w.watchers);
+    // As memcached without -N: connections go to workers in turn, by no NAPI ID.
+    stat(out, "unexpected_napi_ids", 0);
+    stat(out, "round_robin_fallback", 0);
     stat(out, "bytes", es.bytes);
     stat(out, "curr_items", es.curr_items);
     stat(out, "total_items", es.total_items);
@@ -250,6 +305,8 @@ fn general(server: &Server, out: &mut Vec<u8>) {
     stat(out, "evictions", es.evictions);
     stat(out, "reclaimed", es.reclaimed);
     stat(out, "crawler_reclaimed", es.crawler_reclaimed);
+    let checked = tun.crawler_items_checked.load(Ordering::Relaxed);
+    stat(out, "crawler_items_checked", checked);
     if let Some(tls) = &server.tls {
         // memcached prints these with -Z only.
         if let Some(n) = tls.new_sessions() {
@@ -275,7 +332,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     // As memcached: the configured port, even when -s disabled TCP.
     stat(out, "tcpport", s.port);
     stat(out, "udpport", s.udp_port);
-    stat(out, "inter", s.listen.join(","));
+    stat(out, "inter", &s.inter);
     stat(out, "verbosity", server.verbosity.load(Ordering::Relaxed));
     stat(out, "oldest", 0);
     stat(out, "evictions", if s.no_evict { "off" } else { "on" });
@@ -305,10 +362,12 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "item_size_max", s.item_size_max);
     // Connections over -c are answered and closed at once: memcached's maxconns_fast.
     stat(out, "maxconns_fast", "yes");
-    stat(out, "hashpower_init", s.hash_power);
+    // As given with -o hashpower, 0 when not (the index starts at 2^16 then).
+    stat(out, "hashpower_init", s.tuning.hashpower_init);
     // What the admin commands set (crate::admin::tunables), in memcached's order.
     let t = &server.tunables;
-    stat(out, "slab_reassign", "yes");
+    let tn = &s.tuning;
+    stat(out, "slab_reassign", yes_no(tn.slab_reassign));
     stat(
         out,
         "slab_automove",
@@ -324,6 +383,7 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "slab_automove_window",
         t.slab_automove_window.load(Ordering::Relaxed),
     );
+    stat(out, "slab_chunk_max", tn.slab_chunk_max);
     stat(
         out,
         "lru_crawler",
@@ -339,8 +399,11 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
         "lru_crawler_tocrawl",
         t.crawler_tocrawl.load(Ordering::Relaxed),
     );
+    stat(out, "tail_repair_time", tn.tail_repair_time);
     stat(out, "flush_enabled", yes_no(s.flush_enabled));
     stat(out, "dump_enabled", yes_no(s.dump_enabled));
+    stat(out, "hash_algorithm", tn.hash_algorithm);
+    stat(out, "lru_maintainer_thread", yes_no(tn.lru_maintainer));
     let lru = *t.lru.lock();
     stat(out, "lru_segmented", yes_no(lru.segmented));
     stat(out, "hot_lru_pct", lru.hot_pct);
@@ -351,11 +414,15 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "temporary_ttl", lru.temporary_ttl);
     stat(out, "idle_timeout", s.idle_timeout_secs);
     stat(out, "watcher_logbuf_size", s.watcher_buf_bytes);
+    stat(out, "worker_logbuf_size", tn.worker_logbuf_bytes);
+    stat(out, "read_buf_mem_limit", tn.read_buf_mem_limit);
     stat(
         out,
         "track_sizes",
         yes_no(t.track_sizes.load(Ordering::Relaxed)),
     );
+    // memcached 1.6.45: "setting is dead, cannot be yes".
+    stat(out, "inline_ascii_response", "no");
     // Where memcached 1.6.45 (built with extstore) prints it, among its ext_ lines.
     let free = stat_float(t.slab_automove_freeratio(), 3);
     stat(out, "slab_automove_freeratio", free);
@@ -377,6 +444,8 @@ fn settings(server: &Server, out: &mut Vec<u8>) {
     stat(out, "ssl_session_cache", yes_no(t.session_cache));
     stat(out, "ssl_kernel_tls", yes_no(t.kernel_tls));
     stat(out, "ssl_min_version", t.min_version_name());
+    // memcrab has no -N (NAPI ID based thread selection).
+    stat(out, "num_napi_ids", 0);
     let memory_file = s.memory_file.as_ref().map(|p| p.display().to_string());
     stat(
         out,

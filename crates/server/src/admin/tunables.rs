@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::startup::settings::Settings;
+
 /// `lru tune`, `lru mode` and `lru temp_ttl` values (memcached's defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lru {
@@ -52,6 +54,9 @@ pub struct Tunables {
     pub crawler_tocrawl: AtomicU32,
     /// Crawls and key dumps started (memcached's `lru_crawler_starts`).
     pub crawler_starts: AtomicU64,
+    /// Items key dumps walked (memcached's `crawler_items_checked`, which counts
+    /// the items its crawler looks at, in dumps too).
+    pub crawler_items_checked: AtomicU64,
     /// `slabs automove <0|1|2>`.
     pub slab_automove: AtomicU32,
     /// `slabs automove window <secs>` (memcached's default 10).
@@ -68,20 +73,30 @@ pub struct Tunables {
 }
 
 impl Tunables {
-    /// The start-up values; `track_sizes` is `-o track_sizes`, `crawler` whether
-    /// the LRU crawler starts on.
-    pub fn new(track_sizes: bool, crawler: bool) -> Tunables {
+    /// The start-up values: `-o track_sizes`, whether the LRU crawler starts on,
+    /// and memcached's slab, LRU and crawler sub-options (`-o`, settings/tuning.rs).
+    pub fn new(s: &Settings) -> Tunables {
+        let t = &s.tuning;
         Tunables {
-            crawler: AtomicBool::new(crawler),
-            crawler_sleep_us: AtomicU32::new(100),
-            crawler_tocrawl: AtomicU32::new(0),
+            crawler: AtomicBool::new(s.lru_crawler),
+            crawler_sleep_us: AtomicU32::new(t.lru_crawler_sleep.max(0) as u32),
+            crawler_tocrawl: AtomicU32::new(t.lru_crawler_tocrawl),
             crawler_starts: AtomicU64::new(0),
-            slab_automove: AtomicU32::new(1),
-            slab_automove_window: AtomicU32::new(10),
-            slab_automove_ratio: AtomicU64::new(0.8f64.to_bits()),
+            crawler_items_checked: AtomicU64::new(0),
+            slab_automove: AtomicU32::new(t.slab_automove),
+            slab_automove_window: AtomicU32::new(t.slab_automove_window),
+            slab_automove_ratio: AtomicU64::new(t.slab_automove_ratio.to_bits()),
             slab_automove_freeratio: AtomicU64::new(0.01f64.to_bits()),
-            lru: Mutex::new(Lru::default()),
-            track_sizes: AtomicBool::new(track_sizes),
+            lru: Mutex::new(Lru {
+                hot_pct: t.hot_lru_pct as u32,
+                warm_pct: t.warm_lru_pct as u32,
+                hot_max_factor: t.hot_max_factor,
+                warm_max_factor: t.warm_max_factor,
+                segmented: t.lru_segmented,
+                temp_lru: t.temp_lru,
+                temporary_ttl: t.temporary_ttl,
+            }),
+            track_sizes: AtomicBool::new(s.track_sizes),
         }
     }
 
@@ -101,6 +116,36 @@ impl Tunables {
     pub fn set_slab_automove_freeratio(&self, r: f64) {
         self.slab_automove_freeratio
             .store(r.to_bits(), Ordering::Relaxed);
+    }
+}
+
+/// Key dumps under way (`lru_crawler metadump|mgdump`): memcached's
+/// `lru_crawler_running`, 0 or 1 there (one crawler thread); memcrab walks each on
+/// the worker that asked, so several may run at once. A `lru_crawler crawl` has
+/// nothing to do here and never counts. Raised by [`CrawlRunning::start`], lowered
+/// when that guard drops: when the dump ends or its connection closes. One server
+/// per process, so one count. Relaxed: a statistic, ordered against nothing.
+static CRAWLS_RUNNING: AtomicU32 = AtomicU32::new(0);
+
+/// A key dump under way, counted in `stats`' `lru_crawler_running` while it lives.
+#[derive(Debug)]
+pub struct CrawlRunning(());
+
+impl CrawlRunning {
+    pub fn start() -> CrawlRunning {
+        CRAWLS_RUNNING.fetch_add(1, Ordering::Relaxed);
+        CrawlRunning(())
+    }
+
+    /// The dumps under way now.
+    pub fn count() -> u32 {
+        CRAWLS_RUNNING.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for CrawlRunning {
+    fn drop(&mut self) {
+        CRAWLS_RUNNING.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -22,6 +22,7 @@ use memcrab_proto::text::reply;
 use memcrab_store::WalkCursor;
 
 use super::{Flow, Resume};
+use crate::admin::tunables::CrawlRunning;
 use crate::server::Ctx;
 
 /// Items a dump shows per turn before it lets the connection's other work run (the
@@ -64,7 +65,9 @@ pub fn execute(
         Admin::Crawl { kind, classes } => {
             if walk.is_some() {
                 // A dump resuming: it was allowed when it started.
-                return dump(kind, classes, cx, out, walk, out_limit);
+                let flow = dump(kind, classes, cx, out, walk, out_limit);
+                resume.running = resume.running.take().filter(|_| walk.is_some());
+                return flow;
             }
             if !t.crawler.load(Ordering::Relaxed) {
                 out.extend_from_slice(reply::CRAWLER_DISABLED);
@@ -99,7 +102,9 @@ pub fn execute(
                         // memcached 1.6.43: a dump that starts answers OK first.
                         out.extend_from_slice(reply::OK);
                         *walk = Some(WalkCursor::default());
-                        return dump(kind, classes, cx, out, walk, out_limit);
+                        let flow = dump(kind, classes, cx, out, walk, out_limit);
+                        resume.running = walk.is_some().then(CrawlRunning::start);
+                        return flow;
                     }
                     // Nothing to do: expired items are freed with their segment
                     // every second, and on sight by any lookup.
@@ -256,6 +261,8 @@ fn dump(
         shown += 1;
         out.len() <= out_limit && shown < DUMP_ITEMS_PER_TURN
     });
+    let checked = &cx.server.tunables.crawler_items_checked;
+    checked.fetch_add(shown as u64, Ordering::Relaxed);
     if !cursor.is_done() {
         return Flow::Suspend;
     }

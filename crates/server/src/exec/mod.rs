@@ -80,6 +80,8 @@ pub struct Resume {
     pub keys: usize,
     /// Where a key dump's walk of the store stands (`lru_crawler metadump`/`mgdump`).
     pub walk: Option<WalkCursor>,
+    /// The suspended dump, counted in `stats`' `lru_crawler_running` while it lives.
+    pub running: Option<crate::admin::tunables::CrawlRunning>,
     /// Before a key dump: replies of earlier requests in its batch are still
     /// queued (memcached's `resp_has_stack`), so it is refused. Set by the request
     /// step for `lru_crawler` requests only.

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use memcrab_proto::text::watch::{self as watch_reply, CloseReason};
 
+use crate::admin::stats::read_buf_resized;
 use crate::admin::watch::Watcher;
 use crate::io::wire::{Wire, KEEP_BUFFER_BYTES};
 use crate::out::Out;
@@ -98,9 +99,18 @@ pub struct Conn {
     read_any: bool,
 }
 
+impl Drop for Conn {
+    fn drop(&mut self) {
+        read_buf_resized(self.rbuf.len(), 0);
+    }
+}
+
 impl Conn {
     /// A connection whose output lends values of at least `lend_min` bytes (0: never).
-    pub fn new(info: Arc<ConnInfo>, session: Session, lend_min: usize) -> Self {
+    pub fn new(info: Arc<ConnInfo>, mut session: Session, lend_min: usize) -> Self {
+        if let Some(p) = info.protocol {
+            session.set_protocol(p);
+        }
         Conn {
             info,
             rbuf: Vec::new(),
@@ -300,6 +310,12 @@ impl Conn {
     /// was consumed (releasing a grown buffer), else moving the unconsumed bytes
     /// down, and growing (at least doubling) only if that is not enough.
     fn make_room(&mut self, n: usize) {
+        let before = self.rbuf.len();
+        self.make_room_inner(n);
+        read_buf_resized(before, self.rbuf.len());
+    }
+
+    fn make_room_inner(&mut self, n: usize) {
         if self.rpos == self.rend {
             self.rpos = 0;
             self.rend = 0;
@@ -322,6 +338,7 @@ impl Conn {
 
     /// Reads once. Returns whether bytes (or EOF) arrived.
     fn fill(&mut self, wire: &mut impl Wire, cx: &Ctx<'_>) -> io::Result<bool> {
+        let before = self.rbuf.len();
         if self.rpos == self.rend {
             self.rpos = 0;
             self.rend = 0;
@@ -343,6 +360,7 @@ impl Conn {
                 self.rbuf.resize(grown, 0);
             }
         }
+        read_buf_resized(before, self.rbuf.len());
         let space = self.rbuf.len() - self.rend;
         loop {
             match wire.read(&mut self.rbuf[self.rend..]) {

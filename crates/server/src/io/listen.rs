@@ -1,8 +1,9 @@
 //! The acceptor thread: it polls the listening sockets (made by `net`), enforces
 //! `-c`, wraps connections of TLS listeners (`-Z`; `-l btls:`/`mtls:` choose how
 //! client certificates are asked) in a TLS stream (`tls`; the handshake runs on
-//! the worker, in the connection's first reads), and hands each
-//! new connection to a worker in turn (`handoff`).
+//! the worker, in the connection's first reads), notes the protocol of a `-l
+//! proto[...]:` listener in the connection's info (its session speaks it), and
+//! hands each new connection to a worker in turn (`handoff`).
 
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
@@ -63,11 +64,12 @@ pub fn accept_loop(
         for i in tokens {
             let Some(l) = listeners.get(i) else { continue };
             let listen_addr = l.local_addr_text();
-            let tls = match l {
-                Listener::Tcp {
-                    tls: Some(auth), ..
-                } => server.tls.as_ref().map(|t| (t, *auth)),
-                _ => None,
+            let (tls, protocol) = match l {
+                Listener::Tcp { tls, protocol, .. } => (
+                    tls.and_then(|auth| server.tls.as_ref().map(|t| (t, auth))),
+                    *protocol,
+                ),
+                Listener::Unix(_) => (None, None),
             };
             loop {
                 let accepted = match l {
@@ -124,6 +126,7 @@ pub fn accept_loop(
                     last_cmd: AtomicU32::new(server.engine.clock().now()),
                     peer,
                     state: AtomicU8::new(ConnState::NewCmd as u8),
+                    protocol,
                 });
                 server.conns.lock().insert(fd, Arc::clone(&info));
                 let (tx, waker) = &workers[next_worker % workers.len()];
@@ -152,6 +155,7 @@ pub fn register_listeners(server: &Server, listeners: &[Listener]) {
                 last_cmd: AtomicU32::new(server.engine.clock().now()),
                 peer: None,
                 state: AtomicU8::new(ConnState::NewCmd as u8),
+                protocol: None,
             }),
         );
     }

@@ -12,7 +12,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::io::tls::TlsStream;
 use crate::startup::service::{Failure, EX_OSERR};
-use crate::startup::settings::{bind_port, ListenPrefix, Settings};
+use crate::startup::settings::{bind_port, ListenEntry, ListenPrefix, Protocol, Settings};
 use crate::startup::tls::ClientAuth;
 
 /// The send buffer asked for (memcached's maximize_sndbuf also asks for as much as
@@ -110,6 +110,8 @@ pub enum Listener {
     Tcp {
         sock: mio::net::TcpListener,
         tls: Option<ClientAuth>,
+        /// `-l proto[...]:`: the protocol its connections speak instead of `-B`'s.
+        protocol: Option<Protocol>,
     },
     Unix(mio::net::UnixListener),
 }
@@ -204,10 +206,9 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for l in &s.listen {
-        let (prefix, l) = ListenPrefix::split(l);
-        let tls = listener_tls(s, prefix)?;
-        for addr in parse_listen(l, bind_port(s.port))? {
+    for i in 0..s.listen.len() {
+        let (entry, tls) = listen_entry(s, i)?;
+        for addr in parse_listen(entry.addr, bind_port(s.port))? {
             let sock = new_socket(&addr, Type::STREAM)?;
             sock.bind(&addr.into())
                 .with_context(|| format!("-l/-p: cannot bind {addr}"))?;
@@ -217,10 +218,33 @@ pub fn bind(s: &Settings) -> anyhow::Result<Vec<Listener>> {
             out.push(Listener::Tcp {
                 sock: mio::net::TcpListener::from_std(std_listener),
                 tls,
+                protocol: entry.protocol,
             });
         }
     }
     Ok(out)
+}
+
+/// The `i`th `-l` entry as memcached's `server_sockets` reads it (its TLS prefix
+/// first), and its TLS kind. A bad entry stops startup as memcached does: its
+/// message, then `failed to listen on one of interface(s) <the -l list>: Success`,
+/// exit status 71.
+fn listen_entry(s: &Settings, i: usize) -> anyhow::Result<(ListenEntry<'_>, Option<ClientAuth>)> {
+    let l = &s.listen[i];
+    let tls = listener_tls(s, ListenPrefix::split(l).0)?;
+    let first = s
+        .listen
+        .first()
+        .filter(|_| i > 0)
+        .map(|f| ListenEntry::parse(f, false, None).map_or(f.as_str(), |e| &f[..e.cut]));
+    let entry = ListenEntry::parse(l, s.auth_file.is_some(), first).map_err(|m| Failure {
+        code: EX_OSERR,
+        msg: format!(
+            "{m}\nfailed to listen on one of interface(s) {}: Success",
+            s.inter
+        ),
+    })?;
+    Ok((entry, tls))
 }
 
 /// The TLS kind of a listener whose `-l` entry has `prefix` (`None`: plain). Without
@@ -236,7 +260,7 @@ fn listener_tls(s: &Settings, prefix: Option<ListenPrefix>) -> anyhow::Result<Op
                 msg: format!(
                     "{}\nfailed to listen on one of interface(s) {}: Success",
                     p.without_tls_message(),
-                    s.listen.join(",")
+                    s.inter
                 ),
             }
             .into()),
@@ -300,10 +324,9 @@ pub fn bind_udp(s: &Settings) -> anyhow::Result<Vec<std::net::UdpSocket>> {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for l in &s.listen {
-        let (prefix, l) = ListenPrefix::split(l);
-        listener_tls(s, prefix)?;
-        for addr in parse_listen(l, bind_port(s.udp_port))? {
+    for i in 0..s.listen.len() {
+        let (entry, _) = listen_entry(s, i)?;
+        for addr in parse_listen(entry.addr, bind_port(s.udp_port))? {
             let sock = new_socket(&addr, Type::DGRAM)?;
             // Best effort: the kernel clamps it.
             let _ = sock.set_send_buffer_size(SEND_BUFFER_BYTES);

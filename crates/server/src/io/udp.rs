@@ -195,6 +195,7 @@ impl Port {
             last_cmd: std::sync::atomic::AtomicU32::new(server.engine.clock().now()),
             peer: None,
             state: std::sync::atomic::AtomicU8::new(crate::server::ConnState::Read as u8),
+            protocol: None,
         });
         server.conns.lock().insert(fd, Arc::clone(&info));
         Ok(Port {

@@ -13,12 +13,15 @@
 //!                       together, the password files; `-h`'s usage
 //!   settings/getopt.rs  the flag table and getopt's splitting
 //!   settings/tls.rs     -o ssl_*'s sub-options
+//!   settings/tuning.rs  -o's slab, LRU, hash and logger sub-options, and
+//!                       memcached's checks of them against -I
 //!   settings/tests.rs   the parser against memcached's flags and conventions
 //! ```
 
 mod getopt;
 pub mod parse;
 mod tls;
+pub mod tuning;
 
 /// The storage engines `-o engine=` selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,8 +85,11 @@ pub struct Settings {
     /// `-p`: the TCP port; 0 turns TCP off, -1 asks for an ephemeral port (as
     /// memcached's `-p`, which `stats settings` prints as given).
     pub port: i32,
-    /// `-l`: addresses to listen on, each `host` or `host:port`.
+    /// `-l`: addresses to listen on, each a [`ListenEntry`].
     pub listen: Vec<String>,
+    /// `-l` as given (repeated ones joined with `,`), as `stats settings` shows it
+    /// and memcached's `failed to listen` message prints it.
+    pub inter: String,
     /// `-U`: the UDP port, 0 (off), or -1 (ephemeral), as `port`.
     pub udp_port: i32,
     pub unix_socket: Option<String>,
@@ -165,6 +171,8 @@ pub struct Settings {
     pub slowlog_us: u64,
     /// `-o slowlog_len=N`: slow log entries kept (the newest).
     pub slowlog_len: usize,
+    /// memcached's slab, LRU, hash and logger sub-options (`-o`), as given.
+    pub tuning: tuning::Tuning,
 }
 
 /// `-B`'s values.
@@ -192,6 +200,7 @@ impl Default for Settings {
         Settings {
             port: 11211,
             listen: vec!["127.0.0.1".to_string()],
+            inter: "127.0.0.1".to_string(),
             udp_port: 0,
             unix_socket: None,
             unix_mask: 0o700,
@@ -236,6 +245,7 @@ impl Default for Settings {
             hotkeys: true,
             slowlog_us: 0,
             slowlog_len: SLOWLOG_LEN_DEFAULT,
+            tuning: tuning::Tuning::default(),
         }
     }
 }
@@ -368,6 +378,118 @@ impl ListenPrefix {
             ListenPrefix::Mtls => "'otls' option is valid only when SSL is enabled",
         }
     }
+}
+
+/// One `-l` entry as memcached 1.6.45's `server_sockets` reads it:
+/// `[notls:|btls:|mtls:][proto[NAME]:][tag[NAME]:]ADDRESS`. The `-l` list is cut at
+/// `,` and `;` (as `strtok(";,")`), so an entry has neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenEntry<'a> {
+    pub tls: Option<ListenPrefix>,
+    /// `proto[ascii|binary|negotiating]:`: this listener's connections speak it
+    /// instead of `-B`'s. A name is matched as memcached's `strncmp(name, given,
+    /// len)` does, so any prefix of a name (even an empty one) picks it; an
+    /// unknown name keeps `-B`'s.
+    pub protocol: Option<Protocol>,
+    /// `tag[NAME]:` or `tag_NAME_:`, 1 to 8 bytes. memcached's proxy routes by a
+    /// listener's tag; without the proxy (memcrab has none) it changes nothing.
+    pub tag: Option<&'a str>,
+    /// What is left: `host`, `host:port`, `[v6]:port`, `*`.
+    pub addr: &'a str,
+    /// Where memcached's parse wrote its first NUL into this entry (its `]`s and
+    /// the port's `:`), which is where its messages that print the first entry of
+    /// the list cut it.
+    pub cut: usize,
+}
+
+impl<'a> ListenEntry<'a> {
+    /// Reads `entry` (`ascii_auth`: `-Y` is given); `first` is the list's first
+    /// entry as memcached's later messages print it (`None` when `entry` is the
+    /// first). An error is memcached's message (its caller adds the `failed to
+    /// listen` line).
+    pub fn parse(entry: &'a str, ascii_auth: bool, first: Option<&str>) -> Result<Self, String> {
+        let (tls, mut p) = ListenPrefix::split(entry);
+        let at = |p: &str| entry.len() - p.len();
+        let mut cut = entry.len();
+        let mut protocol = None;
+        if let Some(rest) = p.strip_prefix("proto") {
+            p = rest;
+            if p.starts_with('[') {
+                let Some(e) = p.find(']') else {
+                    return Err(format!("Invalid protocol spec: \"{p}\""));
+                };
+                let name = &p[1..e];
+                cut = cut.min(at(p) + e);
+                p = p.get(e + 2..).unwrap_or("");
+                let picks = |full: &str| full.starts_with(name);
+                if picks("ascii") {
+                    protocol = Some(Protocol::Ascii);
+                } else if picks("binary") {
+                    if ascii_auth {
+                        return Err(
+                            "Cannot use binary protocol when ascii authentication enabled".into(),
+                        );
+                    }
+                    protocol = Some(Protocol::Binary);
+                } else if picks("negotiating") {
+                    protocol = Some(if ascii_auth {
+                        eprintln!("WARNING: negotiating ports are ascii only when ascii authentication enabled");
+                        Protocol::Ascii
+                    } else {
+                        Protocol::Auto
+                    });
+                } else if picks("proxy") {
+                    let list = match first {
+                        Some(f) => f,
+                        None => &entry[..cut],
+                    };
+                    return Err(format!("Server not built with proxy: \"{list}\""));
+                }
+            }
+        }
+        let mut tag = None;
+        if let Some(rest) = p.strip_prefix("tag") {
+            p = rest;
+            if p.starts_with(['[', '_']) {
+                let Some(e) = p.find(']').or_else(|| p[1..].find('_').map(|i| i + 1)) else {
+                    return Err(format!("Invalid tag in socket config: \"{p}\""));
+                };
+                let name = &p[1..e];
+                cut = cut.min(at(p) + e);
+                p = p.get(e + 2..).unwrap_or("");
+                if name.is_empty() || name.len() > 8 {
+                    return Err(format!(
+                        "Listener tags must be between 1 and 8 characters: \"{name}\""
+                    ));
+                }
+                tag = Some(name);
+            }
+        }
+        // The address's own NULs: an IPv6 address's `]`, the port's `:`.
+        let a = at(p);
+        if p.starts_with('[') {
+            if let Some(e) = p.find(']') {
+                cut = cut.min(a + e);
+            }
+        } else if let Some(c) = p.find(':') {
+            if !p[c + 1..].contains(':') {
+                cut = cut.min(a + c);
+            }
+        }
+        Ok(ListenEntry {
+            tls,
+            protocol,
+            tag,
+            addr: p,
+            cut,
+        })
+    }
+}
+
+/// The `-l` list's entries, cut at `,` and `;` as memcached's `strtok(";,")`
+/// cuts them (empty ones skipped).
+pub fn listen_entries(list: &str) -> impl Iterator<Item = &str> {
+    list.split([',', ';']).filter(|e| !e.is_empty())
 }
 
 #[cfg(test)]

@@ -23,43 +23,11 @@ pub enum Command {
     License,
 }
 
-/// memcached's `-o` sub-options that tune its slab allocator, LRU maintainer, crawler
-/// and logging. memcrab has none of those machines, so they are accepted and ignored
-/// (their values are not checked); anything else is an error, as in memcached.
-const IGNORED_SUBOPTIONS: &[&str] = &[
-    "maxconns_fast",
-    "no_maxconns_fast",
-    "no_hashexpand",
-    "slab_reassign",
-    "no_slab_reassign",
-    "slab_automove",
-    "no_slab_automove",
-    "slab_automove_ratio",
-    "slab_automove_window",
-    "slab_automove_freeratio",
-    "tail_repair_time",
-    "hash_algorithm",
-    "lru_crawler_sleep",
-    "lru_crawler_tocrawl",
-    "lru_maintainer",
-    "no_lru_maintainer",
-    "hot_lru_pct",
-    "warm_lru_pct",
-    "hot_max_factor",
-    "warm_max_factor",
-    "temporary_ttl",
-    "worker_logbuf_size",
-    "slab_sizes",
-    "slab_chunk_max",
-    "no_inline_ascii_resp",
-    "inline_ascii_resp",
-    "modern",
-    "no_chunked_items",
-    "no_drop_privileges",
-    "drop_privileges",
-    "resp_obj_mem_limit",
-    "read_buf_mem_limit",
-];
+/// memcached's `-o` sub-options that change nothing memcrab has and that
+/// `stats settings` does not show: accepted, their values unchecked, as memcached
+/// checks none of them (`no_hashexpand`: memcrab's index grows and shrinks on its
+/// own; the privilege drop is seccomp's, which memcrab does not use).
+const IGNORED_SUBOPTIONS: &[&str] = &["no_hashexpand", "drop_privileges", "no_drop_privileges"];
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.trim()
@@ -108,6 +76,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
     let users = load_users(&mut s)?.map(Arc::new);
     check_udp(&mut s, given.port)?;
     check_consistency(&s)?;
+    s.tuning.check(s.item_size_max, s.chunk_size)?;
     Ok(Command::Run {
         settings: Box::new(s),
         users,
@@ -147,12 +116,20 @@ fn apply(
                 .map_err(|_| format!("-a: invalid octal mask \"{v}\""))?
         }
         'l' => {
-            // Repeated -l adds addresses (memcached joins them with commas).
+            // Repeated -l adds addresses: memcached joins them with commas, and
+            // skips one that its list already holds as a substring.
             if !given.listen {
                 s.listen.clear();
+                s.inter.clear();
                 given.listen = true;
+            } else if s.inter.contains(v.as_str()) {
+                return Ok(None);
+            } else {
+                s.inter.push(',');
             }
-            s.listen.extend(v.split(',').map(|a| a.trim().to_string()));
+            s.inter.push_str(&v);
+            s.listen
+                .extend(super::listen_entries(&v).map(|a| a.trim().to_string()));
         }
         'd' => s.daemonize = true,
         'r' => s.enable_coredumps = true,
@@ -175,7 +152,8 @@ fn apply(
         'V' => return Ok(Some(Command::Version)),
         'P' => s.pid_file = Some(absolute(&v)),
         'f' => {
-            s.growth_factor = num(flag, &v)?;
+            // memcached reads it with atof (hexadecimal floats too).
+            s.growth_factor = memcrab_proto::num::atof(v.as_bytes());
             if s.growth_factor <= 1.0 {
                 return Err("-f: Factor must be greater than 1".into());
             }
@@ -387,6 +365,7 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                     ));
                 }
                 s.hash_power = hp;
+                s.tuning.hashpower_init = hp;
             }
             "track_sizes" => s.track_sizes = true,
             // memcached: `no_lru_crawler` (and `no_modern`, the 1.4 defaults) start
@@ -394,7 +373,11 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
             // answer that it is disabled until `lru_crawler enable`); the rest of
             // what `no_modern` changes tunes machines memcrab does not have.
             "lru_crawler" => s.lru_crawler = true,
-            "no_lru_crawler" | "no_modern" => s.lru_crawler = false,
+            "no_lru_crawler" => s.lru_crawler = false,
+            "resp_obj_mem_limit" => {
+                // memcached 1.6.45 warns and goes on.
+                eprintln!("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,");
+            }
             "watcher_logbuf_size" => {
                 let kib: usize = num("-o watcher_logbuf_size", need(name)?)?;
                 s.watcher_buf_bytes = kib
@@ -427,6 +410,12 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 }
             }
             _ if TLS_SUBOPTIONS.contains(&name) => tls_suboption(&mut s.tls, name, value)?,
+            _ if let Some(r) = s.tuning.suboption(name, value) => {
+                r.map_err(|e| format!("-o {name}: {e}"))?;
+                if name == "no_modern" {
+                    s.lru_crawler = false;
+                }
+            }
             _ if IGNORED_SUBOPTIONS.contains(&name) => {}
             _ => return Err(format!("-o: Illegal suboption \"{opt}\"")),
         }
@@ -449,8 +438,11 @@ pub fn usage() -> String {
                           amplification before enabling)
 -s, --unix-socket=<file>  UNIX socket to listen on (disables network support)
 -a, --unix-mask=<mask>    access mask for the UNIX socket, in octal (default: 700)
--l, --listen=<addr>       interfaces to listen on, comma separated, each addr or
-                          addr:port (default: 127.0.0.1; memcached binds all)
+-l, --listen=<addr>       interfaces to listen on, separated by ',' or ';', each
+                          addr or addr:port (default: 127.0.0.1; memcached binds
+                          all), optionally after proto[<ascii|binary|negotiating>]:
+                          (that listener's protocol) and tag[<name>]: (accepted;
+                          it names a listener for memcached's proxy only)
 -d, --daemon              run as a daemon
 -u, --user=<user>         assume the identity of <user> (only when run as root,
                           where it is required)
@@ -489,7 +481,9 @@ pub fn usage() -> String {
                           engine=seg|reference (default seg), track_sizes (enables
                           `stats sizes`), watcher_logbuf_size=<KB> (log lines a `watch`
                           client may have waiting, default 256); memcached's
-                          slab/LRU/crawler tuning options are accepted and ignored;
+                          slab, LRU, crawler, hash and logger options are checked
+                          as memcached 1.6.45 checks them and shown in `stats
+                          settings`, but tune nothing segments have;
                           io=uring|epoll: the connection transport (default uring,
                           or the MEMCRAB_IO environment variable; uring falls back
                           to epoll where the kernel refuses io_uring);

@@ -234,3 +234,89 @@ fn ports_take_minus_one_for_ephemeral() {
         );
     }
 }
+
+#[test]
+fn listen_entries_as_server_sockets() {
+    let s = run(&[
+        "-l",
+        "127.0.0.1;proto[binary]:tag[svc]:[::1]:5",
+        "-l",
+        "::1",
+    ])
+    .expect("run");
+    assert_eq!(
+        s.listen,
+        vec!["127.0.0.1", "proto[binary]:tag[svc]:[::1]:5"]
+    );
+    assert_eq!(s.inter, "127.0.0.1;proto[binary]:tag[svc]:[::1]:5");
+    let rows: &[(&str, Option<Protocol>, Option<&str>, &str)] = &[
+        (
+            "proto[ascii]:127.0.0.1:1",
+            Some(Protocol::Ascii),
+            None,
+            "127.0.0.1:1",
+        ),
+        (
+            "proto[b]:tag_ops_:x",
+            Some(Protocol::Binary),
+            Some("ops"),
+            "x",
+        ),
+        ("proto[]:h", Some(Protocol::Ascii), None, "h"),
+        ("proto[negotiating]:h", Some(Protocol::Auto), None, "h"),
+        ("proto[zzz]:h", None, None, "h"),
+        (
+            "mtls:proto[ascii]:tag[t]:h:9",
+            Some(Protocol::Ascii),
+            Some("t"),
+            "h:9",
+        ),
+    ];
+    for &(entry, protocol, tag, addr) in rows {
+        let e = ListenEntry::parse(entry, false, None).expect(entry);
+        assert_eq!(
+            (e.protocol, e.tag, e.addr),
+            (protocol, tag, addr),
+            "{entry}"
+        );
+    }
+    let errors: &[(&str, bool, &str)] = &[
+        (
+            "proto[ascii:h",
+            false,
+            "Invalid protocol spec: \"[ascii:h\"",
+        ),
+        (
+            "proto[proxy]:h:1",
+            false,
+            "Server not built with proxy: \"proto[proxy\"",
+        ),
+        (
+            "proto[binary]:h",
+            true,
+            "Cannot use binary protocol when ascii authentication enabled",
+        ),
+        (
+            "tag[abcdefghi]:h",
+            false,
+            "Listener tags must be between 1 and 8 characters: \"abcdefghi\"",
+        ),
+        (
+            "tag[]:h",
+            false,
+            "Listener tags must be between 1 and 8 characters: \"\"",
+        ),
+        ("tag_ab:h", false, "Invalid tag in socket config: \"_ab:h\""),
+    ];
+    for &(entry, auth, want) in errors {
+        assert_eq!(
+            ListenEntry::parse(entry, auth, None),
+            Err(want.to_string()),
+            "{entry}"
+        );
+    }
+    // A later entry's proxy message prints the first entry as memcached's parse
+    // left it: cut at its port's colon.
+    let first = ListenEntry::parse("127.0.0.1:0", false, None).expect("first");
+    assert_eq!(&"127.0.0.1:0"[..first.cut], "127.0.0.1");
+}
