@@ -1,0 +1,325 @@
+//! `memcrab-bench storage --experiments misscurve`: miss ratio by cache size, each
+//! server next to the policies an oracle simulates on the memory it held for data.
+//!
+//! One workload feeds the servers and the simulator with the same requests: a
+//! cluster52-shaped trace from `memcrab-bench trace`'s generator (crate::trace,
+//! seed 1, published TTLs), replayed look-aside against every server at every `-m`
+//! (crate::trace's replay: the first half warms, the reads of the second half are
+//! counted, and each server's own `get_hits`/`get_misses` must agree), then
+//! simulated by `scripts/hitratio_sim.py --curve` (PyPI's libcachesim: LRU, S3-FIFO,
+//! W-TinyLFU, Belady) at the key + value bytes each server held at each `-m`, as
+//! `scripts/bench-hitratio` defines that capacity.
+//!
+//! ```text
+//!   generate ──▶ DIR/cluster52.csv, DIR/cluster52.oracleGeneral.bin ──────┐
+//!      └─▶ replay: each -m × each server ──▶ DIR/misscurve.tsv ───▶ hitratio_sim.py --curve
+//!                                                                        │
+//!   table (stdout), PLOT/storage-miss.svg (crate::plot) ◀── DIR/misscurve.sims.tsv
+//! ```
+//!
+//! Goals: the servers and the policies see the same requests and are counted over
+//! the same reads. Non-goals: speed (the replay is pipelined only to be short).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context};
+use clap::Args;
+
+use crate::compare::Server;
+use crate::plot::{self, MissCurve, MissPanel};
+use crate::storage::{Named, StorageArgs};
+use crate::trace::{gen, replay, shape, write};
+
+/// The trace shape: the cluster the twitter/cache-trace README recommends for
+/// miss-ratio studies.
+const SHAPE: &str = "cluster52";
+const SEED: u64 = 1;
+
+/// `misscurve`'s options (flattened into `storage`'s).
+#[derive(Args, Clone)]
+pub struct MissCurveArgs {
+    /// misscurve: the `-m` sizes in MiB.
+    #[arg(long = "miss-sizes", value_delimiter = ',', default_value = "2,4,8,16")]
+    pub sizes: Vec<u64>,
+    /// misscurve: requests in the cluster52 trace (--quick: a quarter of them).
+    #[arg(long = "miss-requests", default_value_t = 2_000_000)]
+    pub requests: usize,
+    /// misscurve: where the trace files and the figures go.
+    #[arg(long = "miss-dir", default_value = "target/misscurve")]
+    pub dir: PathBuf,
+    /// misscurve: the Python that has libcachesim (`none`: draw the servers only).
+    #[arg(
+        long = "miss-python",
+        default_value = "target/hitratio-venv/bin/python"
+    )]
+    pub python: String,
+    /// misscurve: the simulator script.
+    #[arg(long = "miss-sim", default_value = "scripts/hitratio_sim.py")]
+    pub sim: PathBuf,
+}
+
+/// One server at one size.
+struct Measured {
+    mem_mb: u64,
+    server: String,
+    miss: f64,
+    reads: u64,
+    capacity_bytes: u64,
+    items_mean: f64,
+}
+
+/// One policy simulated at one server's capacity at one size.
+struct Simulated {
+    mem_mb: u64,
+    server: String,
+    policy: String,
+    miss: f64,
+}
+
+pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
+    let m = &a.miss;
+    ensure!(!m.sizes.is_empty(), "--miss-sizes is empty");
+    let requests = if a.quick { m.requests / 4 } else { m.requests };
+    let shape = shape::by_name(SHAPE).context("cluster52 shape")?;
+    let trace = gen::Trace::generate(
+        shape,
+        gen::Params {
+            requests,
+            keys: 0,
+            seed: SEED,
+            ttl_divisor: 1,
+        },
+    )?;
+    let warmup = trace.reqs.len() / 2;
+    let window_reads = trace.reqs[warmup..]
+        .iter()
+        .filter(|r| r.op.is_read())
+        .count() as u64;
+    let st = trace.stats();
+    std::fs::create_dir_all(&m.dir).with_context(|| format!("mkdir {}", m.dir.display()))?;
+    write::csv(&trace, &m.dir.join(format!("{SHAPE}.csv")))?;
+    write::oracle_general(&trace, &m.dir.join(format!("{SHAPE}.oracleGeneral.bin")))?;
+
+    let mut measured = Vec::new();
+    for &mem_mb in &m.sizes {
+        for s in servers {
+            let server = Server::start(&format!("{} -m {mem_mb}", s.cmd), &a.server_cpus)?;
+            let o = replay::replay(&trace, server.port, warmup, false)
+                .with_context(|| format!("replay against {} at -m {mem_mb}", s.name))?;
+            drop(server);
+            // The replay's own check (`trace --check`): the server counted what we did.
+            ensure!(
+                o.reads == window_reads
+                    && o.server_gets == o.reads
+                    && o.server_hits == o.reads - o.misses,
+                "{} at -m {mem_mb}: {} reads of {window_reads} replayed; stats say {} gets \
+                 and {} hits, the replay {} misses",
+                s.name,
+                o.reads,
+                o.server_gets,
+                o.server_hits,
+                o.misses
+            );
+            eprintln!(
+                "misscurve {} -m {mem_mb}: miss {:.4}, {:.2} MB held, {:.0} s",
+                s.name,
+                o.miss_ratio(),
+                o.capacity_bytes() as f64 / 1e6,
+                o.secs
+            );
+            measured.push(Measured {
+                mem_mb,
+                server: s.name.clone(),
+                miss: o.miss_ratio(),
+                reads: o.reads,
+                capacity_bytes: o.capacity_bytes(),
+                items_mean: o.curr_items_mean,
+            });
+        }
+    }
+    let mut tsv = format!(
+        "# shape={SHAPE} requests={} warmup_index={warmup} window_reads={window_reads} span_secs={}\n\
+         mem_mb\tserver\tmiss_ratio\treads\tcapacity_bytes\tcurr_items_mean\n",
+        trace.reqs.len(),
+        trace.reqs.last().map_or(0, |r| r.time_secs)
+    );
+    for r in &measured {
+        let _ = writeln!(
+            tsv,
+            "{}\t{}\t{:.6}\t{}\t{}\t{:.0}",
+            r.mem_mb, r.server, r.miss, r.reads, r.capacity_bytes, r.items_mean
+        );
+    }
+    let tsv_path = m.dir.join("misscurve.tsv");
+    std::fs::write(&tsv_path, tsv).with_context(|| format!("{}", tsv_path.display()))?;
+
+    let sims = if m.python == "none" {
+        Vec::new()
+    } else {
+        simulate(m)?
+    };
+    let mut policies: Vec<String> = Vec::new();
+    for s in &sims {
+        if !policies.contains(&s.policy) {
+            policies.push(s.policy.clone());
+        }
+    }
+    let sim = |mem_mb: u64, server: &str, policy: &str| {
+        sims.iter()
+            .find(|s| s.mem_mb == mem_mb && s.server == server && s.policy == policy)
+            .map(|s| s.miss)
+    };
+
+    println!("\n### Miss ratio by cache size, against the oracle's policies\n");
+    println!(
+        "A {SHAPE}-shaped trace (`memcrab-bench trace`'s generator, seed {SEED}): {} \
+         requests, {} distinct keys, {:.1} MB of key + value; the first half warms, the \
+         {window_reads} reads of the second half are counted. Each server is replayed \
+         look-aside at each `-m`; each policy is simulated (libcachesim) at the key + \
+         value bytes that server held there.\n",
+        st.requests,
+        st.distinct,
+        st.object_bytes_total as f64 / 1e6
+    );
+    print!("| -m | server | key+value MB held | miss ratio |");
+    for p in &policies {
+        print!(" {p} |");
+    }
+    if policies.iter().any(|p| p == "S3-FIFO") {
+        print!(" vs S3-FIFO |");
+    }
+    println!();
+    let cols = 4 + policies.len() + usize::from(policies.iter().any(|p| p == "S3-FIFO"));
+    println!("|{}", "---|".repeat(cols));
+    for r in &measured {
+        print!(
+            "| {} | {} | {:.2} | {:.4} |",
+            r.mem_mb,
+            r.server,
+            r.capacity_bytes as f64 / 1e6,
+            r.miss
+        );
+        for p in &policies {
+            match sim(r.mem_mb, &r.server, p) {
+                Some(v) => print!(" {v:.4} |"),
+                None => print!(" |"),
+            }
+        }
+        if let Some(s3) = sim(r.mem_mb, &r.server, "S3-FIFO") {
+            print!(" {:+.1}% |", (r.miss / s3 - 1.0) * 100.0);
+        }
+        println!();
+    }
+
+    if let Some(dir) = &a.plot {
+        let panels: Vec<MissPanel> = servers
+            .iter()
+            .map(|s| MissPanel {
+                server: MissCurve {
+                    name: s.name.clone(),
+                    points: measured
+                        .iter()
+                        .filter(|r| r.server == s.name)
+                        .map(|r| (r.mem_mb, r.miss))
+                        .collect(),
+                },
+                policies: policies
+                    .iter()
+                    .map(|p| MissCurve {
+                        name: p.clone(),
+                        points: m
+                            .sizes
+                            .iter()
+                            .filter_map(|&mb| sim(mb, &s.name, p).map(|v| (mb, v)))
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let what = format!(
+            "{SHAPE}-shaped trace (memcrab-bench trace), {} requests, the last {} counted; \
+             look-aside replay\n\
+             dashed: libcachesim at the key + value bytes the panel's server held at each -m",
+            st.requests,
+            st.requests - warmup
+        );
+        let path = dir.join("storage-miss.svg");
+        std::fs::write(&path, plot::miss_svg(&panels, &what)?)
+            .with_context(|| format!("--plot {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs `hitratio_sim.py --curve` on the files written, and reads its figures back.
+fn simulate(m: &MissCurveArgs) -> anyhow::Result<Vec<Simulated>> {
+    let status = Command::new(&m.python)
+        .arg(&m.sim)
+        .arg("--curve")
+        .arg(&m.dir)
+        .status()
+        .with_context(|| format!("cannot run {} {}", m.python, m.sim.display()))?;
+    ensure!(status.success(), "{} --curve failed", m.sim.display());
+    let path = m.dir.join("misscurve.sims.tsv");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    parse_sims(&text).with_context(|| format!("{}", path.display()))
+}
+
+const SIMS_HEADER: &str = "mem_mb\tserver\tpolicy\tcapacity_bytes\tmiss_ratio";
+
+/// `hitratio_sim.py --curve`'s figures: a header, then one row per policy per
+/// server per size.
+fn parse_sims(text: &str) -> anyhow::Result<Vec<Simulated>> {
+    let mut lines = text.lines();
+    if lines.next() != Some(SIMS_HEADER) {
+        bail!("the first line is not `{SIMS_HEADER}`");
+    }
+    let mut out = Vec::new();
+    for (n, line) in lines.enumerate().filter(|(_, l)| !l.is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [mem_mb, server, policy, _capacity, miss] = f[..] else {
+            bail!("row {}: {} fields, not 5", n + 1, f.len());
+        };
+        let miss: f64 = miss
+            .parse()
+            .ok()
+            .filter(|v: &f64| (0.0..=1.0).contains(v))
+            .with_context(|| format!("row {}: miss ratio {miss:?}", n + 1))?;
+        out.push(Simulated {
+            mem_mb: mem_mb
+                .parse()
+                .with_context(|| format!("row {}: -m {mem_mb:?}", n + 1))?,
+            server: server.to_string(),
+            policy: policy.to_string(),
+            miss,
+        });
+    }
+    ensure!(!out.is_empty(), "no rows");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sims_parse_and_refuse_bad_rows() {
+        let good = format!("{SIMS_HEADER}\n4\tmemcrab\tS3-FIFO\t3000000\t0.0412\n");
+        let s = parse_sims(&good).expect("parses");
+        assert_eq!(
+            (s[0].mem_mb, s[0].server.as_str(), s[0].policy.as_str()),
+            (4, "memcrab", "S3-FIFO")
+        );
+        assert_eq!(s[0].miss, 0.0412);
+        for bad in [
+            String::new(),
+            format!("{SIMS_HEADER}\n"),
+            format!("{SIMS_HEADER}\n4\tmemcrab\tS3-FIFO\t1\n"),
+            format!("{SIMS_HEADER}\n4\tmemcrab\tS3-FIFO\t1\t1.5\n"),
+            format!("{SIMS_HEADER}\nx\tmemcrab\tS3-FIFO\t1\t0.1\n"),
+        ] {
+            assert!(parse_sims(&bad).is_err(), "{bad:?}");
+        }
+    }
+}
