@@ -58,6 +58,10 @@ pub struct MissCurveArgs {
     /// misscurve: the simulator script.
     #[arg(long = "miss-sim", default_value = "scripts/hitratio_sim.py")]
     pub sim: PathBuf,
+    /// misscurve: print and draw the figures an earlier run left in --miss-dir
+    /// (misscurve.tsv, misscurve.sims.tsv) instead of replaying and simulating.
+    #[arg(long = "miss-replot")]
+    pub replot: bool,
 }
 
 /// One server at one size.
@@ -98,67 +102,22 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
         .filter(|r| r.op.is_read())
         .count() as u64;
     let st = trace.stats();
-    std::fs::create_dir_all(&m.dir).with_context(|| format!("mkdir {}", m.dir.display()))?;
-    write::csv(&trace, &m.dir.join(format!("{SHAPE}.csv")))?;
-    write::oracle_general(&trace, &m.dir.join(format!("{SHAPE}.oracleGeneral.bin")))?;
-
-    let mut measured = Vec::new();
-    for &mem_mb in &m.sizes {
-        for s in servers {
-            let server = Server::start(&format!("{} -m {mem_mb}", s.cmd), &a.server_cpus)?;
-            let o = replay::replay(&trace, server.port, warmup, false)
-                .with_context(|| format!("replay against {} at -m {mem_mb}", s.name))?;
-            drop(server);
-            // The replay's own check (`trace --check`): the server counted what we did.
-            ensure!(
-                o.reads == window_reads
-                    && o.server_gets == o.reads
-                    && o.server_hits == o.reads - o.misses,
-                "{} at -m {mem_mb}: {} reads of {window_reads} replayed; stats say {} gets \
-                 and {} hits, the replay {} misses",
-                s.name,
-                o.reads,
-                o.server_gets,
-                o.server_hits,
-                o.misses
-            );
-            eprintln!(
-                "misscurve {} -m {mem_mb}: miss {:.4}, {:.2} MB held, {:.0} s",
-                s.name,
-                o.miss_ratio(),
-                o.capacity_bytes() as f64 / 1e6,
-                o.secs
-            );
-            measured.push(Measured {
-                mem_mb,
-                server: s.name.clone(),
-                miss: o.miss_ratio(),
-                reads: o.reads,
-                capacity_bytes: o.capacity_bytes(),
-                items_mean: o.curr_items_mean,
-            });
-        }
-    }
-    let mut tsv = format!(
-        "# shape={SHAPE} requests={} warmup_index={warmup} window_reads={window_reads} span_secs={}\n\
-         mem_mb\tserver\tmiss_ratio\treads\tcapacity_bytes\tcurr_items_mean\n",
-        trace.reqs.len(),
-        trace.reqs.last().map_or(0, |r| r.time_secs)
-    );
-    for r in &measured {
-        let _ = writeln!(
-            tsv,
-            "{}\t{}\t{:.6}\t{}\t{}\t{:.0}",
-            r.mem_mb, r.server, r.miss, r.reads, r.capacity_bytes, r.items_mean
-        );
-    }
     let tsv_path = m.dir.join("misscurve.tsv");
-    std::fs::write(&tsv_path, tsv).with_context(|| format!("{}", tsv_path.display()))?;
-
-    let sims = if m.python == "none" {
-        Vec::new()
+    let (measured, sims) = if m.replot {
+        let text = std::fs::read_to_string(&tsv_path)
+            .with_context(|| format!("{}", tsv_path.display()))?;
+        let measured = parse_measured(&text, trace.reqs.len(), window_reads)
+            .with_context(|| format!("{}", tsv_path.display()))?;
+        (measured, read_sims(m)?)
     } else {
-        simulate(m)?
+        let measured = measure(a, servers, &trace, warmup, window_reads)?;
+        let sims = if m.python == "none" {
+            Vec::new()
+        } else {
+            simulate(m)?;
+            read_sims(m)?
+        };
+        (measured, sims)
     };
     let mut policies: Vec<String> = Vec::new();
     for s in &sims {
@@ -214,28 +173,32 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
     }
 
     if let Some(dir) = &a.plot {
-        let panels: Vec<MissPanel> = servers
+        // The servers and sizes of the figures (a replot draws what was measured).
+        let mut names: Vec<&str> = Vec::new();
+        for r in &measured {
+            if !names.contains(&r.server.as_str()) {
+                names.push(&r.server);
+            }
+        }
+        let panels: Vec<MissPanel> = names
             .iter()
-            .map(|s| MissPanel {
-                server: MissCurve {
-                    name: s.name.clone(),
-                    points: measured
+            .map(|&name| {
+                let rows = || measured.iter().filter(move |r| r.server == name);
+                MissPanel {
+                    server: MissCurve {
+                        name: name.to_string(),
+                        points: rows().map(|r| (r.mem_mb, r.miss)).collect(),
+                    },
+                    policies: policies
                         .iter()
-                        .filter(|r| r.server == s.name)
-                        .map(|r| (r.mem_mb, r.miss))
+                        .map(|p| MissCurve {
+                            name: p.clone(),
+                            points: rows()
+                                .filter_map(|r| sim(r.mem_mb, name, p).map(|v| (r.mem_mb, v)))
+                                .collect(),
+                        })
                         .collect(),
-                },
-                policies: policies
-                    .iter()
-                    .map(|p| MissCurve {
-                        name: p.clone(),
-                        points: m
-                            .sizes
-                            .iter()
-                            .filter_map(|&mb| sim(mb, &s.name, p).map(|v| (mb, v)))
-                            .collect(),
-                    })
-                    .collect(),
+                }
             })
             .collect();
         let what = format!(
@@ -252,8 +215,119 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `hitratio_sim.py --curve` on the files written, and reads its figures back.
-fn simulate(m: &MissCurveArgs) -> anyhow::Result<Vec<Simulated>> {
+/// Writes the trace files, replays the trace against every server at every size,
+/// and writes what each held and missed to DIR/misscurve.tsv.
+fn measure(
+    a: &StorageArgs,
+    servers: &[Named],
+    trace: &gen::Trace,
+    warmup: usize,
+    window_reads: u64,
+) -> anyhow::Result<Vec<Measured>> {
+    let m = &a.miss;
+    std::fs::create_dir_all(&m.dir).with_context(|| format!("mkdir {}", m.dir.display()))?;
+    write::csv(trace, &m.dir.join(format!("{SHAPE}.csv")))?;
+    write::oracle_general(trace, &m.dir.join(format!("{SHAPE}.oracleGeneral.bin")))?;
+
+    let mut measured = Vec::new();
+    for &mem_mb in &m.sizes {
+        for s in servers {
+            let server = Server::start(&format!("{} -m {mem_mb}", s.cmd), &a.server_cpus)?;
+            let o = replay::replay(trace, server.port, warmup, false)
+                .with_context(|| format!("replay against {} at -m {mem_mb}", s.name))?;
+            drop(server);
+            // The replay's own check (`trace --check`): the server counted what we did.
+            ensure!(
+                o.reads == window_reads
+                    && o.server_gets == o.reads
+                    && o.server_hits == o.reads - o.misses,
+                "{} at -m {mem_mb}: {} reads of {window_reads} replayed; stats say {} gets \
+                 and {} hits, the replay {} misses",
+                s.name,
+                o.reads,
+                o.server_gets,
+                o.server_hits,
+                o.misses
+            );
+            eprintln!(
+                "misscurve {} -m {mem_mb}: miss {:.4}, {:.2} MB held, {:.0} s",
+                s.name,
+                o.miss_ratio(),
+                o.capacity_bytes() as f64 / 1e6,
+                o.secs
+            );
+            measured.push(Measured {
+                mem_mb,
+                server: s.name.clone(),
+                miss: o.miss_ratio(),
+                reads: o.reads,
+                capacity_bytes: o.capacity_bytes(),
+                items_mean: o.curr_items_mean,
+            });
+        }
+    }
+    let mut tsv = format!(
+        "# shape={SHAPE} requests={} warmup_index={warmup} window_reads={window_reads} span_secs={}\n\
+         {MEASURED_HEADER}\n",
+        trace.reqs.len(),
+        trace.reqs.last().map_or(0, |r| r.time_secs)
+    );
+    for r in &measured {
+        let _ = writeln!(
+            tsv,
+            "{}\t{}\t{:.6}\t{}\t{}\t{:.0}",
+            r.mem_mb, r.server, r.miss, r.reads, r.capacity_bytes, r.items_mean
+        );
+    }
+    let tsv_path = m.dir.join("misscurve.tsv");
+    std::fs::write(&tsv_path, tsv).with_context(|| format!("{}", tsv_path.display()))?;
+    Ok(measured)
+}
+
+const MEASURED_HEADER: &str = "mem_mb\tserver\tmiss_ratio\treads\tcapacity_bytes\tcurr_items_mean";
+
+/// DIR/misscurve.tsv back, checked against the trace it claims to be from.
+fn parse_measured(text: &str, requests: usize, window_reads: u64) -> anyhow::Result<Vec<Measured>> {
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or_default();
+    for want in [
+        format!("requests={requests} "),
+        format!("window_reads={window_reads} "),
+    ] {
+        ensure!(
+            head.contains(&want),
+            "not this trace's figures: {head:?} lacks {want:?}"
+        );
+    }
+    if lines.next() != Some(MEASURED_HEADER) {
+        bail!("the second line is not `{MEASURED_HEADER}`");
+    }
+    let mut out = Vec::new();
+    for (n, line) in lines.enumerate().filter(|(_, l)| !l.is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [mem_mb, server, miss, reads, capacity, items] = f[..] else {
+            bail!("row {}: {} fields, not 6", n + 1, f.len());
+        };
+        let bad = |what: &str| format!("row {}: {what}", n + 1);
+        out.push(Measured {
+            mem_mb: mem_mb.parse().with_context(|| bad("-m"))?,
+            server: server.to_string(),
+            miss: miss
+                .parse()
+                .ok()
+                .filter(|v: &f64| (0.0..=1.0).contains(v))
+                .with_context(|| bad("miss ratio"))?,
+            reads: reads.parse().with_context(|| bad("reads"))?,
+            capacity_bytes: capacity.parse().with_context(|| bad("capacity"))?,
+            items_mean: items.parse().with_context(|| bad("curr_items_mean"))?,
+        });
+    }
+    ensure!(!out.is_empty(), "no rows");
+    Ok(out)
+}
+
+/// Runs `hitratio_sim.py --curve` on the files written.
+fn simulate(m: &MissCurveArgs) -> anyhow::Result<()> {
     let status = Command::new(&m.python)
         .arg(&m.sim)
         .arg("--curve")
@@ -261,6 +335,11 @@ fn simulate(m: &MissCurveArgs) -> anyhow::Result<Vec<Simulated>> {
         .status()
         .with_context(|| format!("cannot run {} {}", m.python, m.sim.display()))?;
     ensure!(status.success(), "{} --curve failed", m.sim.display());
+    Ok(())
+}
+
+/// DIR/misscurve.sims.tsv, as `hitratio_sim.py --curve` wrote it.
+fn read_sims(m: &MissCurveArgs) -> anyhow::Result<Vec<Simulated>> {
     let path = m.dir.join("misscurve.sims.tsv");
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     parse_sims(&text).with_context(|| format!("{}", path.display()))

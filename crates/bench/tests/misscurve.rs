@@ -121,5 +121,32 @@ fn misscurve_replays_simulates_and_draws_every_series() {
             "{p}"
         );
     }
+    // --miss-replot prints and draws the same from the figures left in --miss-dir.
+    std::fs::remove_file(dir.join("storage-miss.svg")).expect("rm");
+    let again = Command::new(bench_bin())
+        .args([
+            "storage",
+            "--experiments",
+            "misscurve",
+            "--miss-requests",
+            "20000",
+            "--miss-replot",
+            "--server-cmd",
+            "unused",
+        ])
+        .arg("--miss-dir")
+        .arg(dir.join("trace"))
+        .arg("--plot")
+        .arg(&dir)
+        .output()
+        .expect("run memcrab-bench storage --miss-replot");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&again.stdout), stdout);
+    let redrawn = std::fs::read_to_string(dir.join("storage-miss.svg")).expect("redrawn");
+    assert_eq!(redrawn, svg);
     let _ = std::fs::remove_dir_all(&dir);
 }

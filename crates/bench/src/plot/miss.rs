@@ -33,8 +33,9 @@ const GAP: f64 = 28.0;
 /// Servers' colours, in the order given; then the policies', in theirs.
 const SERVER_COLORS: &[&str] = &["#4e79a7", "#f28e2b", "#e15759", "#76b7b2"];
 const POLICY_COLORS: &[&str] = &["#9c755f", "#59a14f", "#b07aa1", "#4d4d4d", "#edc948"];
-/// y-axis tops to round the largest miss ratio up to (4 ticks each).
-const Y_TOPS: &[f64] = &[0.02, 0.04, 0.08, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
+/// y-axis tops to round the largest miss ratio up to: 4 ticks each, every tick a
+/// round number that its label prints exactly.
+const Y_TOPS: &[f64] = &[0.01, 0.02, 0.04, 0.08, 0.12, 0.16, 0.2, 0.4, 0.6, 0.8, 1.0];
 
 /// One curve: a server's measured miss ratio, or a policy's simulated one.
 #[derive(Clone, Debug)]
@@ -50,6 +51,16 @@ pub struct MissCurve {
 pub struct MissPanel {
     pub server: MissCurve,
     pub policies: Vec<MissCurve>,
+}
+
+/// A y tick's label: two decimals when the step is a whole hundredth, else three.
+fn tick(v: f64, step: f64) -> String {
+    let hundredths = step * 100.0;
+    if (hundredths - hundredths.round()).abs() < 1e-9 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 fn color(palette: &[&'static str], i: usize) -> &'static str {
@@ -155,11 +166,7 @@ pub fn miss_svg(panels: &[MissPanel], workload: &str) -> anyhow::Result<String> 
         for i in 0..=4 {
             let v = y_top * f64::from(i) / 4.0;
             c.line(px, yat(v), px + pw, yat(v), "#e4e4e4", false);
-            let label = if y_top < 0.1 {
-                format!("{v:.3}")
-            } else {
-                format!("{v:.2}")
-            };
+            let label = tick(v, y_top / 4.0);
             c.text(
                 px - 6.0,
                 yat(v) + 4.0,

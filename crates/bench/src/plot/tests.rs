@@ -396,6 +396,13 @@ fn miss_picture_draws_one_line_per_series_and_labels_them() {
         .iter()
         .filter(|l| l.class == "legend")
         .all(|l| l.bbox.y > lowest_plot));
+    // The y ticks print their values exactly: the largest miss ratio here is
+    // 0.12 / sqrt(2) = 0.085, so the axis tops at 0.12 in steps of 0.03.
+    let ticks: Vec<&str> = texts(&doc, "tick")
+        .into_iter()
+        .filter(|t| t.starts_with("0."))
+        .collect();
+    assert_eq!(&ticks[..5], ["0.00", "0.03", "0.06", "0.09", "0.12"]);
     // Nothing simulated: the servers alone, no policy in the legend.
     let bare: Vec<MissPanel> = panels
         .iter()
