@@ -21,7 +21,7 @@
 //! the same reads. Non-goals: speed (the replay is pipelined only to be short).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context};
@@ -29,7 +29,6 @@ use clap::Args;
 
 use crate::compare::Server;
 use crate::plot::{self, MissCurve, MissPanel};
-use crate::storage::{Named, StorageArgs};
 use crate::trace::{gen, replay, shape, write};
 
 /// The trace shape: the cluster the twitter/cache-trace README recommends for
@@ -64,6 +63,18 @@ pub struct MissCurveArgs {
     pub replot: bool,
 }
 
+/// What `storage` hands `misscurve`.
+pub struct Run<'a> {
+    pub miss: &'a MissCurveArgs,
+    /// `--quick`: a quarter of the requests.
+    pub quick: bool,
+    pub server_cpus: &'a [usize],
+    /// `--plot`: the folder for storage-miss.svg.
+    pub plot: Option<&'a Path>,
+    /// Each server's name and command line (with `{port}`; `-m` is appended).
+    pub servers: Vec<(String, String)>,
+}
+
 /// One server at one size.
 struct Measured {
     mem_mb: u64,
@@ -82,8 +93,8 @@ struct Simulated {
     miss: f64,
 }
 
-pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
-    let m = &a.miss;
+pub fn miss_curve(a: &Run) -> anyhow::Result<()> {
+    let m = a.miss;
     ensure!(!m.sizes.is_empty(), "--miss-sizes is empty");
     let requests = if a.quick { m.requests / 4 } else { m.requests };
     let shape = shape::by_name(SHAPE).context("cluster52 shape")?;
@@ -110,7 +121,7 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
             .with_context(|| format!("{}", tsv_path.display()))?;
         (measured, read_sims(m)?)
     } else {
-        let measured = measure(a, servers, &trace, warmup, window_reads)?;
+        let measured = measure(a, &trace, warmup, window_reads)?;
         let sims = if m.python == "none" {
             Vec::new()
         } else {
@@ -172,7 +183,7 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
         println!();
     }
 
-    if let Some(dir) = &a.plot {
+    if let Some(dir) = a.plot {
         // The servers and sizes of the figures (a replot draws what was measured).
         let mut names: Vec<&str> = Vec::new();
         for r in &measured {
@@ -218,23 +229,22 @@ pub fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
 /// Writes the trace files, replays the trace against every server at every size,
 /// and writes what each held and missed to DIR/misscurve.tsv.
 fn measure(
-    a: &StorageArgs,
-    servers: &[Named],
+    a: &Run,
     trace: &gen::Trace,
     warmup: usize,
     window_reads: u64,
 ) -> anyhow::Result<Vec<Measured>> {
-    let m = &a.miss;
+    let m = a.miss;
     std::fs::create_dir_all(&m.dir).with_context(|| format!("mkdir {}", m.dir.display()))?;
     write::csv(trace, &m.dir.join(format!("{SHAPE}.csv")))?;
     write::oracle_general(trace, &m.dir.join(format!("{SHAPE}.oracleGeneral.bin")))?;
 
     let mut measured = Vec::new();
     for &mem_mb in &m.sizes {
-        for s in servers {
-            let server = Server::start(&format!("{} -m {mem_mb}", s.cmd), &a.server_cpus)?;
+        for (name, cmd) in &a.servers {
+            let server = Server::start(&format!("{cmd} -m {mem_mb}"), a.server_cpus)?;
             let o = replay::replay(trace, server.port, warmup, false)
-                .with_context(|| format!("replay against {} at -m {mem_mb}", s.name))?;
+                .with_context(|| format!("replay against {} at -m {mem_mb}", name))?;
             drop(server);
             // The replay's own check (`trace --check`): the server counted what we did.
             ensure!(
@@ -243,7 +253,7 @@ fn measure(
                     && o.server_hits == o.reads - o.misses,
                 "{} at -m {mem_mb}: {} reads of {window_reads} replayed; stats say {} gets \
                  and {} hits, the replay {} misses",
-                s.name,
+                name,
                 o.reads,
                 o.server_gets,
                 o.server_hits,
@@ -251,14 +261,14 @@ fn measure(
             );
             eprintln!(
                 "misscurve {} -m {mem_mb}: miss {:.4}, {:.2} MB held, {:.0} s",
-                s.name,
+                name,
                 o.miss_ratio(),
                 o.capacity_bytes() as f64 / 1e6,
                 o.secs
             );
             measured.push(Measured {
                 mem_mb,
-                server: s.name.clone(),
+                server: name.clone(),
                 miss: o.miss_ratio(),
                 reads: o.reads,
                 capacity_bytes: o.capacity_bytes(),

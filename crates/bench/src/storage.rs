@@ -161,9 +161,9 @@ fn value_len(i: u64, min: usize, max: usize) -> usize {
     min + (h % (max - min + 1) as u64) as usize
 }
 
-pub(crate) struct Named {
-    pub(crate) name: String,
-    pub(crate) cmd: String,
+struct Named {
+    name: String,
+    cmd: String,
 }
 
 fn names(cmds: &[String]) -> Vec<Named> {
@@ -201,7 +201,16 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
             "density" => density(&a, &servers)?,
             "hit" => hit(&a, &servers)?,
             "hitcurve" => hit_curve(&a, &servers)?,
-            "misscurve" => crate::misscurve::miss_curve(&a, &servers)?,
+            "misscurve" => crate::misscurve::miss_curve(&crate::misscurve::Run {
+                miss: &a.miss,
+                quick: a.quick,
+                server_cpus: &a.server_cpus,
+                plot: a.plot.as_deref(),
+                servers: servers
+                    .iter()
+                    .map(|s| (s.name.clone(), s.cmd.clone()))
+                    .collect(),
+            })?,
             "calcify" => calcify(&a, &servers)?,
             other => {
                 bail!(
