@@ -93,6 +93,8 @@ struct Simulated {
     miss: f64,
 }
 
+/// Replays (or, with `--miss-replot`, reads back), simulates, prints the table and
+/// draws the picture.
 pub fn miss_curve(a: &Run) -> anyhow::Result<()> {
     let m = a.miss;
     ensure!(!m.sizes.is_empty(), "--miss-sizes is empty");
@@ -119,7 +121,13 @@ pub fn miss_curve(a: &Run) -> anyhow::Result<()> {
             .with_context(|| format!("{}", tsv_path.display()))?;
         let measured = parse_measured(&text, trace.reqs.len(), window_reads)
             .with_context(|| format!("{}", tsv_path.display()))?;
-        (measured, read_sims(m)?)
+        // A run drawn without the simulator left no simulated figures.
+        let sims = if m.dir.join("misscurve.sims.tsv").exists() {
+            read_sims(m)?
+        } else {
+            Vec::new()
+        };
+        (measured, sims)
     } else {
         let measured = measure(a, &trace, warmup, window_reads)?;
         let sims = if m.python == "none" {
