@@ -22,6 +22,12 @@ objects lazily, as memcached does on access: a read of an expired object removes
 and counts a miss. Expired objects keep their space until then.
 
 Usage: scripts/hitratio_sim.py [--dir target/trace] [--shapes cluster52,cluster25]
+
+With --curve DIR (what `memcrab-bench storage --experiments misscurve` runs), it
+reads DIR/misscurve.tsv (each server's capacity at each `-m`) and the trace files
+beside it, simulates every policy at every one of those capacities in one pass over
+the trace, and writes DIR/misscurve.sims.tsv: mem_mb, server, policy,
+capacity_bytes, miss_ratio.
 """
 
 import argparse
@@ -98,11 +104,74 @@ def simulate(make, capacity, trace, ops, ttls, warmup, expire):
     return misses / max(reads, 1), reads
 
 
+def simulate_many(caches, trace, ops, ttls, warmup, expire):
+    """`simulate` for several caches in one pass over the trace: the same requests
+    and the same counting for each. Returns each cache's (miss ratio, reads)."""
+    reader = lcs.TraceReader(trace, lcs.TraceType.ORACLE_GENERAL_TRACE)
+    n = len(caches)
+    misses = [0] * n
+    reads = 0
+    expires = [{} for _ in caches]
+    i = -1
+    for i, req in enumerate(reader):
+        op = ops[i]
+        counted = op == READ and i >= warmup
+        reads += counted
+        for k, cache in enumerate(caches):
+            ex = expires[k]
+            if expire:
+                at = ex.get(req.obj_id)
+                if at is not None and at <= req.clock_time:
+                    cache.remove(req.obj_id)
+                    del ex[req.obj_id]
+            if op == READ or op == ADD:
+                hit = cache.get(req)
+                if not hit and expire:
+                    ex[req.obj_id] = req.clock_time + ttls[i]
+                if counted and not hit:
+                    misses[k] += 1
+            elif cache.find(req, False) is not None:
+                cache.get(req)
+                if expire:
+                    ex[req.obj_id] = req.clock_time + ttls[i]
+    if i + 1 != len(ops):
+        sys.exit(f"{trace}: {i + 1} requests, the csv has {len(ops)}")
+    return [(m / max(reads, 1), reads) for m in misses]
+
+
+def curve(d):
+    """--curve: every policy at every server's capacity at every size."""
+    meta, rows = read_servers(f"{d}/misscurve.tsv")
+    shape = meta["shape"]
+    warmup = int(meta["warmup_index"])
+    ops, ttls, _ = read_ops(f"{d}/{shape}.csv")
+    expire = min(ttls) <= int(meta["span_secs"])
+    runs = [(r, name, make) for r in rows for name, make in POLICIES]
+    caches = [make(int(r["capacity_bytes"])) for r, _, make in runs]
+    t0 = time.time()
+    results = simulate_many(caches, f"{d}/{shape}.oracleGeneral.bin", ops, ttls, warmup,
+                            expire)
+    print(f"  {len(caches)} simulations in one pass: {time.time() - t0:.0f} s",
+          file=sys.stderr)
+    out = ["mem_mb\tserver\tpolicy\tcapacity_bytes\tmiss_ratio"]
+    for (r, name, _), (mr, reads) in zip(runs, results):
+        if reads != int(meta["window_reads"]):
+            sys.exit(f"{shape}: {name} counted {reads} reads, the replay "
+                     f"{meta['window_reads']}")
+        out.append(f"{r['mem_mb']}\t{r['server']}\t{name}\t{r['capacity_bytes']}\t{mr:.6f}")
+    with open(f"{d}/misscurve.sims.tsv", "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="target/trace")
     ap.add_argument("--shapes", default="cluster52,cluster25")
+    ap.add_argument("--curve", metavar="DIR", help="misscurve's figures (see above)")
     a = ap.parse_args()
+    if a.curve:
+        curve(a.curve)
+        return
     for shape in a.shapes.split(","):
         meta, servers = read_servers(f"{a.dir}/{shape}.servers.tsv")
         warmup = int(meta["warmup_index"])

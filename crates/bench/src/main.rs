@@ -16,6 +16,8 @@
 //!   on each in alternating rounds, and reports medians and ratios.
 //! - `trace` generates traces shaped like Twitter's production clusters, replays
 //!   them against servers and writes them for libcachesim (trace/).
+//! - `storage` measures memory per item, items held and hit ratios (storage.rs),
+//!   and miss ratio by cache size against libcachesim's policies (misscurve.rs).
 //! - `textconn.rs` is the blocking text connection `storage` and `trace` replay
 //!   requests over.
 //! - `hotkeys` checks a server's `stats hotkeys` against the true Zipf top 16
@@ -31,6 +33,7 @@ mod floor;
 mod floor_uring;
 mod hotkeys;
 mod load;
+mod misscurve;
 mod plot;
 mod run;
 mod storage;

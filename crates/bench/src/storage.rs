@@ -24,8 +24,9 @@
 //!   workload. A slab allocator keeps its memory in the 100-byte class and must move
 //!   pages; a segment engine recycles whole segments.
 //!
-//! - `misscurve`: `hit`'s workload at `-m` 16, 32, 64 and 128: miss ratio by
-//!   cache size (not by default).
+//! - `misscurve`: miss ratio by cache size on a cluster52-shaped trace, each server
+//!   next to libcachesim's policies at the bytes it held (misscurve.rs; not by
+//!   default).
 //!
 //! With `--plot DIR`, `bytes` draws `DIR/storage-items.svg` and `misscurve`
 //! `DIR/storage-miss.svg` (crate::plot).
@@ -75,6 +76,8 @@ pub struct StorageArgs {
     /// into.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub miss: crate::misscurve::MissCurveArgs,
 }
 
 /// Requests per pipelined batch.
@@ -198,7 +201,16 @@ pub fn main(a: StorageArgs) -> anyhow::Result<()> {
             "density" => density(&a, &servers)?,
             "hit" => hit(&a, &servers)?,
             "hitcurve" => hit_curve(&a, &servers)?,
-            "misscurve" => miss_curve(&a, &servers)?,
+            "misscurve" => crate::misscurve::miss_curve(&crate::misscurve::Run {
+                miss: &a.miss,
+                quick: a.quick,
+                server_cpus: &a.server_cpus,
+                plot: a.plot.as_deref(),
+                servers: servers
+                    .iter()
+                    .map(|s| (s.name.clone(), s.cmd.clone()))
+                    .collect(),
+            })?,
             "calcify" => calcify(&a, &servers)?,
             other => {
                 bail!(
@@ -461,43 +473,6 @@ fn hit_at(
     let items = stat(&c.stats()?, "curr_items");
     let ev = stat(&c.stats()?, "evictions");
     Ok((ratio, items, ev))
-}
-
-/// `hit` at several sizes: miss ratio by cache size.
-fn miss_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {
-    let sizes = [16u64, 32, 64, 128];
-    let (warm, measured): (u64, u64) = if a.quick {
-        (4_000_000, 2_000_000)
-    } else {
-        (20_000_000, 5_000_000)
-    };
-    println!("\n### Miss ratio by cache size\n");
-    println!("`hit`'s workload ({warm} requests to warm up, {measured} measured) at each `-m`.\n");
-    let head: Vec<String> = sizes.iter().map(|m| format!("-m {m}")).collect();
-    println!("| server | {} |", head.join(" | "));
-    println!("|---|{}", "---|".repeat(sizes.len()));
-    let mut curves = Vec::new();
-    for s in servers {
-        let mut points = Vec::new();
-        for &m in &sizes {
-            let (ratio, _, _) = hit_at(a, s, m, warm, measured)?;
-            eprintln!("misscurve {} -m {m}: miss {:.4}", s.name, 1.0 - ratio);
-            points.push((m, 1.0 - ratio));
-        }
-        let cells: Vec<String> = points.iter().map(|p| format!("{:.4}", p.1)).collect();
-        println!("| {} | {} |", s.name, cells.join(" | "));
-        curves.push(plot::MissCurve {
-            name: s.name.clone(),
-            points,
-        });
-    }
-    if let Some(dir) = &a.plot {
-        let what = format!(
-            "read-through, zipf 0.99 over 10M keys, 100-300 B values; {warm} requests warm, {measured} measured"
-        );
-        write_plot(dir, "storage-miss.svg", plot::miss_svg(&curves, &what)?)?;
-    }
-    Ok(())
 }
 
 fn hit_curve(a: &StorageArgs, servers: &[Named]) -> anyhow::Result<()> {

@@ -1,7 +1,8 @@
-//! Pictures of what `compare` and `storage` measured, as hand-written SVG: bar charts
-//! need no plotting library. Every chart is rows of horizontal bars, one row per
+//! Pictures of what `compare` and `storage` measured, as hand-written SVG: they need
+//! no plotting library. Every bar chart is rows of horizontal bars, one row per
 //! server, with its value printed in a column after the bars, so that no label needs
-//! to be rotated or squeezed under another; widths come from measured labels.
+//! to be rotated or squeezed under another; widths come from measured labels. The
+//! miss-ratio chart is lines over a log axis, its legend under the panels.
 //!
 //! - `svg.rs`: the canvas, text width estimates and label boxes.
 //! - `bars.rs`: a group of labelled bars, and the check that every server ran the
@@ -11,19 +12,21 @@
 //! - `compare.rs`: one workload: server CPU per request as a multiple of the first
 //!   server and of each floor, next to p50, p99 and p99.9 latency.
 //! - `cpu.rs`: several workloads' CPU per request in one picture (`cpu.svg`).
-//! - `storage.rs`: items per MB of resident memory per item shape, and miss ratio by
-//!   cache size.
+//! - `storage.rs`: items per MB of resident memory per item shape.
+//! - `miss.rs`: miss ratio by cache size, a panel per server with the policies
+//!   libcachesim simulated at the bytes it held (lines, not bars).
 //! - `tests.rs`: renders known figures and checks the XML, label boxes and ratios.
 //!
 //! Goals: a picture says what its table says, with equal worker counts on every side
 //! (a chart refuses figures from servers that ran different worker counts), and no
-//! two labels overlap. Non-goals: axes with ticks (values are printed), fonts'
+//! two labels overlap. Non-goals: ticks on the bar charts (values are printed), fonts'
 //! exact metrics (widths are estimated wide).
 
 mod bars;
 mod compare;
 mod cpu;
 mod data;
+mod miss;
 mod storage;
 mod svg;
 #[cfg(test)]
@@ -32,7 +35,8 @@ mod tests;
 pub use compare::comparison_svg;
 pub use cpu::cpu_svg;
 pub use data::Comparison;
-pub use storage::{items_svg, miss_svg, ItemsShape, MissCurve};
+pub use miss::{miss_svg, MissCurve, MissPanel};
+pub use storage::{items_svg, ItemsShape};
 
 use std::path::PathBuf;
 

@@ -174,26 +174,41 @@ impl Canvas {
         self.body.push_str("/>");
     }
 
-    /// A polyline through `points`, and a dot at each.
-    pub fn polyline(&mut self, points: &[(f64, f64)], stroke: &str, dashed: bool) {
+    /// One series of a line chart, or its legend swatch (`class` says which): a
+    /// polyline through `points` named `name` (its `<title>`, a tooltip), `width`
+    /// pixels wide, solid or dashed, with a dot at each point when `dots`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn series(
+        &mut self,
+        class: &str,
+        name: &str,
+        points: &[(f64, f64)],
+        stroke: &str,
+        width: f64,
+        dashed: bool,
+        dots: bool,
+    ) {
         let pts: Vec<String> = points
             .iter()
             .map(|(x, y)| format!("{x:.1},{y:.1}"))
             .collect();
         let _ = write!(
             self.body,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{stroke}\" stroke-width=\"2\"",
+            "<polyline class=\"{class}\" points=\"{}\" fill=\"none\" stroke=\"{stroke}\" \
+             stroke-width=\"{width}\"",
             pts.join(" ")
         );
         if dashed {
             self.body.push_str(" stroke-dasharray=\"6 4\"");
         }
-        self.body.push_str("/>");
-        for (x, y) in points {
-            let _ = write!(
-                self.body,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{stroke}\"/>"
-            );
+        let _ = write!(self.body, "><title>{}</title></polyline>", esc(name));
+        if dots {
+            for (x, y) in points {
+                let _ = write!(
+                    self.body,
+                    "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{stroke}\"/>"
+                );
+            }
         }
     }
 

@@ -267,19 +267,159 @@ fn storage_pictures_are_well_formed_and_labels_apart() {
     check_layout(&doc);
     // 1 MiB / 72 B and its multiple of memcached's 1 MiB / 122 B.
     assert_eq!(texts(&doc, "ratio")[1], "14564 (1.69x)");
-    let curves: Vec<MissCurve> = ["memcached", "memcrab", "LRU (simulated)"]
+}
+
+/// Two servers' panels, each with four policies, at sizes close together on a log
+/// axis (some tick labels must give way).
+fn miss_panels() -> Vec<MissPanel> {
+    let sizes = [2u64, 3, 4, 8, 16];
+    let curve = |name: &str, base: f64| MissCurve {
+        name: name.into(),
+        points: sizes
+            .iter()
+            .map(|&m| (m, base / (m as f64).sqrt()))
+            .collect(),
+    };
+    ["memcached", "memcrab"]
         .iter()
         .enumerate()
-        .map(|(i, n)| MissCurve {
-            name: (*n).into(),
-            // Sizes close together on a log axis: some tick labels must give way.
-            points: [16u64, 17, 32, 64, 128]
+        .map(|(i, s)| MissPanel {
+            server: curve(s, 0.12 - 0.02 * i as f64),
+            policies: ["LRU", "S3-FIFO", "W-TinyLFU", "Belady"]
                 .iter()
-                .map(|&m| (m, 0.5 / (m as f64).sqrt() + 0.01 * i as f64))
+                .enumerate()
+                .map(|(k, p)| curve(p, 0.11 - 0.02 * k as f64 - 0.01 * i as f64))
                 .collect(),
         })
-        .collect();
-    let doc = parse(&miss_svg(&curves, "zipf 0.99").expect("draws"));
+        .collect()
+}
+
+/// Every `<polyline>`'s class, `<title>` and whether it is dashed, in order.
+fn polylines(svg: &str) -> Vec<(String, String, bool)> {
+    let mut r = Reader::from_str(svg);
+    let mut out = Vec::new();
+    let mut open: Option<(String, bool)> = None;
+    let mut in_title = false;
+    let mut title = String::new();
+    loop {
+        match r.read_event().expect("well-formed XML") {
+            Event::Start(e) if e.name().0 == "polyline" => {
+                let dashed = attr(&e, "stroke-dasharray").is_some();
+                open = Some((attr(&e, "class").unwrap_or_default(), dashed));
+                title.clear();
+            }
+            Event::Start(e) if e.name().0 == "title" => in_title = true,
+            Event::Text(t) if in_title => title.push_str(&t[..]),
+            Event::GeneralRef(g) if in_title => {
+                title.push_str(resolve_predefined_entity(&g[..]).expect("known entity"))
+            }
+            Event::End(e) if e.name().0 == "title" => in_title = false,
+            Event::End(e) if e.name().0 == "polyline" => {
+                let (class, dashed) = open.take().expect("polyline open");
+                out.push((class, title.clone(), dashed));
+            }
+            Event::Empty(e) => assert_ne!(e.name().0, "polyline", "a polyline without a name"),
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn miss_picture_draws_one_line_per_series_and_labels_them() {
+    let panels = miss_panels();
+    let svg = miss_svg(&panels, "cluster52, 2000000 requests\ndashed: libcachesim").expect("draws");
+    let doc = parse(&svg);
     check_layout(&doc);
-    assert_eq!(texts(&doc, "legend").len(), 3);
+    let lines = polylines(&svg);
+    // Each panel: both servers, solid, then its own four policies, dashed.
+    let series: Vec<_> = lines.iter().filter(|l| l.0 == "series").collect();
+    assert_eq!(series.len(), 2 * (2 + 4), "{series:?}");
+    for server in ["memcached", "memcrab"] {
+        let solid: Vec<_> = series.iter().filter(|l| l.1 == server).collect();
+        assert_eq!(solid.len(), 2, "{server} in each panel");
+        assert!(solid.iter().all(|l| !l.2), "servers are solid");
+        for policy in ["LRU", "S3-FIFO", "W-TinyLFU", "Belady"] {
+            let name = format!("{policy} at {server}'s bytes");
+            let dashed: Vec<_> = series.iter().filter(|l| l.1 == name).collect();
+            assert_eq!(dashed.len(), 1, "{name}");
+            assert!(dashed[0].2, "{name} is dashed");
+        }
+    }
+    // One legend entry per server and per policy, each with its swatch.
+    let legend = texts(&doc, "legend");
+    assert_eq!(
+        legend,
+        [
+            "memcached (measured)",
+            "memcrab (measured)",
+            "LRU (libcachesim)",
+            "S3-FIFO (libcachesim)",
+            "W-TinyLFU (libcachesim)",
+            "Belady (libcachesim)"
+        ]
+    );
+    let swatches: Vec<_> = lines.iter().filter(|l| l.0 == "swatch").collect();
+    assert_eq!(swatches.len(), legend.len());
+    // Both axes are labelled in each panel, each panel is named.
+    assert_eq!(
+        texts(&doc, "axis")
+            .iter()
+            .filter(|t| **t == "miss ratio")
+            .count(),
+        2
+    );
+    assert_eq!(
+        texts(&doc, "axis")
+            .iter()
+            .filter(|t| t.starts_with("-m, MiB"))
+            .count(),
+        2
+    );
+    assert_eq!(
+        texts(&doc, "panel"),
+        [
+            "memcached, and the policies at the bytes it held",
+            "memcrab, and the policies at the bytes it held"
+        ]
+    );
+    // The legend lies under every plotted point.
+    let lowest_plot = doc
+        .labels
+        .iter()
+        .filter(|l| l.class == "tick")
+        .map(|l| l.bbox.y + l.bbox.h)
+        .fold(0.0, f64::max);
+    assert!(doc
+        .labels
+        .iter()
+        .filter(|l| l.class == "legend")
+        .all(|l| l.bbox.y > lowest_plot));
+    // The y ticks print their values exactly: the largest miss ratio here is
+    // 0.12 / sqrt(2) = 0.085, so the axis tops at 0.12 in steps of 0.03.
+    let ticks: Vec<&str> = texts(&doc, "tick")
+        .into_iter()
+        .filter(|t| t.starts_with("0."))
+        .collect();
+    assert_eq!(&ticks[..5], ["0.00", "0.03", "0.06", "0.09", "0.12"]);
+    // Nothing simulated: the servers alone, no policy in the legend.
+    let bare: Vec<MissPanel> = panels
+        .iter()
+        .map(|p| MissPanel {
+            server: p.server.clone(),
+            policies: Vec::new(),
+        })
+        .collect();
+    let svg = miss_svg(&bare, "servers only").expect("draws");
+    check_layout(&parse(&svg));
+    assert_eq!(
+        polylines(&svg).iter().filter(|l| l.0 == "series").count(),
+        4
+    );
+    // Bad figures are refused, not drawn.
+    let mut bad = panels.clone();
+    bad[0].server.points[0].1 = f64::NAN;
+    assert!(miss_svg(&bad, "").is_err());
+    assert!(miss_svg(&[], "").is_err());
 }

@@ -23,10 +23,10 @@
 //! Non-goals: speed (a hit ratio does not depend on timing; the replay is
 //! pipelined only to be short).
 
-mod gen;
-mod replay;
-mod shape;
-mod write;
+pub(crate) mod gen;
+pub(crate) mod replay;
+pub(crate) mod shape;
+pub(crate) mod write;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
