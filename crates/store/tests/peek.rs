@@ -12,8 +12,11 @@ use memcrab_store::{
     Clock, Config, Dead, DeleteOpts, Engine, Fetch, GetOpts, Mode, StoreOpts, StoreResult,
 };
 
-/// What a peek showed: the result and, on a hit, value, flags, fetched, atime.
-fn peek(e: &dyn Engine, key: &[u8]) -> (Fetch, Option<(Vec<u8>, u32, bool, u32)>) {
+/// What a peek shows of a live item: value, flags, fetched, atime.
+type Shown = (Vec<u8>, u32, bool, u32);
+
+/// What a peek showed: the result and, on a hit, the item.
+fn peek(e: &dyn Engine, key: &[u8]) -> (Fetch, Option<Shown>) {
     let mut seen = None;
     let found = e.peek(key, &mut |it| {
         seen = Some((it.value.to_vec(), it.flags, it.fetched, it.atime));
