@@ -1,8 +1,8 @@
 //! The deleting commands: text `delete`, meta `md`, binary DELETE and DELETEQ.
 //! [`delete`] makes the engine call and does all of its bookkeeping once, for every
 //! protocol: `delete_hits`/`delete_misses`, `watch fetchers` (the delete's own
-//! lookup), `watch deletions` and `stats detail`'s prefixes. The executors map their options onto a [`Delete`] and encode the
-//! [`DeleteResult`].
+//! lookup), `watch deletions` and `stats detail`'s prefixes. The executors map
+//! their options onto a [`Delete`] and encode the [`DeleteResult`].
 
 use memcrab_proto::text::watch::{self as line, DeleteCmd};
 use memcrab_store::{DeleteOpts, DeleteResult, Met};

@@ -3,9 +3,9 @@
 //! the engine call and does all of its bookkeeping once, for every protocol, as
 //! memcached's `process_update_command` and `do_store_item` do: the counters,
 //! `watch fetchers` (the store's own lookup) and `mutations`, and `stats detail`'s
-//! prefixes. So does [`too_large`] for a store
-//! refused before its value arrived. The executors map their options onto a
-//! [`Store`] and encode the [`StoreResult`].
+//! prefixes. So does [`too_large`] for a store refused before its value arrived.
+//! The executors map their options onto a [`Store`] and encode the
+//! [`StoreResult`].
 
 use memcrab_proto::text::watch::{self as line, StoreStatus};
 use memcrab_proto::text::StoreCmd;
@@ -130,6 +130,7 @@ fn report(cx: &Ctx<'_>, r: StoreResult, s: Mutation<'_>, looked: Option<Looked>)
     }
     let status = match r {
         StoreResult::Stored(_) => StoreStatus::Stored,
+        // (Out of memory was reported above.)
         StoreResult::NotStored | StoreResult::OutOfMemory => StoreStatus::NotStored,
         StoreResult::Exists => StoreStatus::Exists,
         StoreResult::NotFound => StoreStatus::NotFound,
