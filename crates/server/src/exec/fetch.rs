@@ -4,7 +4,9 @@
 //! memcached's `do_item_get` does: the counters, `watch fetchers`, `stats detail`'s
 //! prefixes; and [`value`] appends a hit's value, lent or copied, counting
 //! `values_lent`. The executors only encode what a hit shows (their visitor) and the
-//! miss.
+//! miss. The writes' own lookups, which `do_item_get` logs too, are [`look`]ed at
+//! here and reported with [`report_looked`] by store.rs, arith.rs, delete.rs and
+//! meta.rs's `md x`.
 
 use memcrab_proto::text::watch::{self as line, GetStatus};
 use memcrab_store::{Fetch, GetOpts, Item};
