@@ -29,21 +29,43 @@ pub fn arith(
     binary: bool,
 ) -> Delta {
     // The one Relaxed load while nobody watches.
-    let watched = cx.server.watch.wants(line::FETCHERS | line::MUTATIONS);
-    let looked = if watched { look(cx, key) } else { None };
+    if cx.server.watch.wants(line::FETCHERS | line::MUTATIONS) {
+        return arith_watched(cx, key, incr, delta, opts, binary);
+    }
+    arith_counted(cx, key, incr, delta, opts)
+}
+
+/// [`arith`] while somebody watches fetchers or mutations: the lookup (before the
+/// write), the write, then the lines.
+#[cold]
+#[inline(never)]
+fn arith_watched(
+    cx: &Ctx<'_>,
+    key: &[u8],
+    incr: bool,
+    delta: u64,
+    opts: &DeltaOpts,
+    binary: bool,
+) -> Delta {
+    let looked = look(cx, key);
+    let r = arith_counted(cx, key, incr, delta, opts);
+    let created_exptime = match opts.vivify {
+        Some(v) if binary => v.exptime,
+        _ => 0,
+    };
+    report(cx, key, &r, looked, created_exptime);
+    r
+}
+
+/// [`arith`]'s engine call and counting.
+#[inline(always)]
+fn arith_counted(cx: &Ctx<'_>, key: &[u8], incr: bool, delta: u64, opts: &DeltaOpts) -> Delta {
     let Met { result: r, dead } = cx.engine.delta_met(key, incr, delta, opts);
     cx.counters.count_dead(dead);
     match &r {
         Delta::Value(v) if !v.created => cx.counters.count_delta(incr, true),
         Delta::NotFound => cx.counters.count_delta(incr, false),
         Delta::Value(_) | Delta::NonNumeric | Delta::Exists | Delta::OutOfMemory => {}
-    }
-    if watched {
-        let created_exptime = match opts.vivify {
-            Some(v) if binary => v.exptime,
-            _ => 0,
-        };
-        report(cx, key, &r, looked, created_exptime);
     }
     r
 }

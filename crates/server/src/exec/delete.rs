@@ -13,6 +13,7 @@ use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
 /// A delete, whatever its protocol.
+#[derive(Clone, Copy)]
 pub struct Delete<'a> {
     pub key: &'a [u8],
     pub opts: DeleteOpts,
@@ -36,18 +37,30 @@ pub fn delete(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
     if d.prefix {
         cx.server.prefixes.record(d.key, Op::Delete);
     }
-    // The one Relaxed load while nobody watches.
-    let watched = cx.server.watch.wants(line::FETCHERS | line::DELETIONS);
-    let looked = if watched {
-        Some(look_always(cx, d.key))
-    } else {
-        None
-    };
+    // The one Relaxed load while nobody watches. (`d` by value: a reference would
+    // keep it in memory on the hot path.)
+    if cx.server.watch.wants(line::FETCHERS | line::DELETIONS) {
+        return delete_watched(cx, *d);
+    }
+    delete_counted(cx, d)
+}
+
+/// [`delete`] while somebody watches fetchers or deletions: the lookup (before the
+/// delete), the delete, then the lines.
+#[cold]
+#[inline(never)]
+fn delete_watched(cx: &Ctx<'_>, d: Delete<'_>) -> DeleteResult {
+    let looked = look_always(cx, d.key);
+    let r = delete_counted(cx, &d);
+    report_both(cx, &d, r, looked);
+    r
+}
+
+/// [`delete`]'s engine call and counting.
+#[inline(always)]
+fn delete_counted(cx: &Ctx<'_>, d: &Delete<'_>) -> DeleteResult {
     let Met { result: r, dead } = cx.engine.delete_met(d.key, &d.opts);
     cx.counters.count_dead(dead);
-    if let Some(l) = looked {
-        report_both(cx, d, r, l);
-    }
     let c = cx.counters;
     match r {
         DeleteResult::Deleted => c.delete_hits.incr(),

@@ -16,6 +16,7 @@ use crate::admin::prefix::Op;
 use crate::server::Ctx;
 
 /// A storage request, whatever its protocol.
+#[derive(Clone, Copy)]
 pub struct Store<'a> {
     pub mode: Mode,
     pub key: &'a [u8],
@@ -60,9 +61,36 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     if s.prefix {
         cx.server.prefixes.record(s.key, Op::Set);
     }
-    // The one Relaxed load while nobody watches.
-    let watched = cx.server.watch.wants(line::FETCHERS | line::MUTATIONS);
-    let looked = if watched { look(cx, s.key) } else { None };
+    // The one Relaxed load while nobody watches. (`s` by value: a reference would
+    // keep it in memory on the hot path.)
+    if cx.server.watch.wants(line::FETCHERS | line::MUTATIONS) {
+        return store_watched(cx, *s);
+    }
+    store_counted(cx, s)
+}
+
+/// [`store`] while somebody watches fetchers or mutations: the lookup's line (taken
+/// before the store), the store, then the store's line.
+#[cold]
+#[inline(never)]
+fn store_watched(cx: &Ctx<'_>, s: Store<'_>) -> StoreResult {
+    let looked = look(cx, s.key);
+    let r = store_counted(cx, &s);
+    let m = Mutation {
+        key: s.key,
+        cmd: s.cmd,
+        flags: s.flags,
+        exptime: s.exptime,
+        value_len: s.value.len(),
+        drops_old: s.mode == Mode::Set || s.oom_drops_old,
+    };
+    report(cx, r, m, looked);
+    r
+}
+
+/// [`store`]'s engine call and counting.
+#[inline(always)]
+fn store_counted(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
     let Met { result: r, dead } = cx
         .engine
         .store_met(s.mode, s.key, s.flags, s.exptime, s.value, &s.opts);
@@ -78,18 +106,6 @@ pub fn store(cx: &Ctx<'_>, s: &Store<'_>) -> StoreResult {
         StoreResult::NotFound => c.cas_misses.incr(),
         StoreResult::OutOfMemory => c.store_no_memory.incr(),
         StoreResult::Stored(_) | StoreResult::Exists | StoreResult::NotStored => {}
-    }
-    if watched {
-        // The fields, not `s`: a reference would keep `s` in memory on the hot path.
-        let m = Mutation {
-            key: s.key,
-            cmd: s.cmd,
-            flags: s.flags,
-            exptime: s.exptime,
-            value_len: s.value.len(),
-            drops_old: s.mode == Mode::Set || s.oom_drops_old,
-        };
-        report(cx, r, m, looked);
     }
     if r == StoreResult::OutOfMemory && s.oom_drops_old && s.mode != Mode::Set {
         cx.counters
