@@ -567,6 +567,9 @@ pub trait Engine: Send + Sync {
     /// unless `opts.no_bump` (or the item was just created) the item is bumped as
     /// [`GetOpts::no_bump`] describes.
     fn get(&self, key: &[u8], opts: &GetOpts, visit: &mut dyn FnMut(Item<'_>) -> bool) -> Fetch;
+    /// What [`Engine::get`] would find, changing nothing (`watch fetchers`): `visit`
+    /// sees a live item; a dead one is reported, not unlinked; nothing is bumped.
+    fn peek(&self, key: &[u8], visit: &mut dyn FnMut(Item<'_>)) -> Fetch;
 
     /// Sets a live item's exptime and bumps it (memcached's `touch`). Returns whether
     /// the key was live.

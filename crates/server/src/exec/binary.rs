@@ -171,7 +171,7 @@ pub fn execute(
                 }),
                 ..DeltaOpts::default()
             };
-            let r = arith(cx, key, incr, delta, &opts);
+            let r = arith(cx, key, incr, delta, &opts, true);
             counted(out, h, quiet, r);
         }
         Request::Quit { quiet } => {

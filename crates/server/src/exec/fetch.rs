@@ -4,7 +4,9 @@
 //! memcached's `do_item_get` does: the counters, `watch fetchers`, `stats detail`'s
 //! prefixes; and [`value`] appends a hit's value, lent or copied, counting
 //! `values_lent`. The executors only encode what a hit shows (their visitor) and the
-//! miss.
+//! miss. The writes' own lookups, which `do_item_get` logs too, are [`look`]ed at
+//! here and reported with [`report_looked`] by store.rs, arith.rs, delete.rs and
+//! meta.rs's `md x`.
 
 use memcrab_proto::text::watch::{self as line, GetStatus};
 use memcrab_store::{Fetch, GetOpts, Item};
@@ -189,9 +191,70 @@ pub fn value(cx: &Ctx<'_>, out: &mut Out, it: &Item<'_>) {
     }
 }
 
-/// `watch fetchers`: the `item_get` line of a lookup of `key`. (memcached also logs
-/// the lookups inside stores, deletes and incr/decr; memcrab logs the lookups of the
-/// fetching commands only, see docs/operations.md.)
+/// What the lookup inside a write saw: memcached's `do_store_item`, `do_add_delta`
+/// and deletes look the key up with `do_item_get`, which `watch fetchers` logs (as
+/// `item_get`, before the write's own line). Taken with [`Engine::peek`] before the
+/// write, which moves nothing (no bump, and a dead item is left for the write to
+/// meet and count), so watching changes what no client can see.
+///
+/// [`Engine::peek`]: memcrab_store::Engine::peek
+#[derive(Clone, Copy, Debug)]
+pub struct Looked {
+    found: Fetch,
+    seen: Seen,
+}
+
+impl Looked {
+    /// What a lookup the caller made itself found (`md x`'s, before it stores).
+    pub fn of(found: Fetch, seen: Seen) -> Looked {
+        Looked { found, seen }
+    }
+
+    /// The item the lookup found, if live.
+    pub fn seen(&self) -> Option<Seen> {
+        (self.found == Fetch::Hit).then_some(self.seen)
+    }
+
+    /// What a second lookup of the same write sees of an item the first one saw
+    /// missing (memcached's `ma N` and binary incr with an initial value look again in
+    /// the `add` that creates the item).
+    pub fn missing() -> Looked {
+        Looked {
+            found: Fetch::Miss,
+            seen: Seen::default(),
+        }
+    }
+}
+
+/// [`Looked`] for `key`, when somebody watches fetchers (else `None`).
+#[cold]
+#[inline(never)]
+pub fn look(cx: &Ctx<'_>, key: &[u8]) -> Option<Looked> {
+    if !cx.server.watch.wants(line::FETCHERS) {
+        return None;
+    }
+    Some(look_always(cx, key))
+}
+
+/// [`Looked`] for `key`, watched or not (a `watch deletions` line needs the item).
+#[cold]
+#[inline(never)]
+pub fn look_always(cx: &Ctx<'_>, key: &[u8]) -> Looked {
+    let mut seen = Seen::default();
+    let found = cx.engine.peek(key, &mut |it| seen = Seen::of(&it));
+    Looked { found, seen }
+}
+
+/// `watch fetchers`: the `item_get` line of a write's lookup ([`look`]).
+#[cold]
+#[inline(never)]
+pub fn report_looked(cx: &Ctx<'_>, key: &[u8], looked: Option<Looked>) {
+    if let Some(l) = looked {
+        report(cx, key, l.found, l.seen);
+    }
+}
+
+/// `watch fetchers`: the `item_get` line of a lookup of `key`.
 #[cold]
 #[inline(never)]
 fn report(cx: &Ctx<'_>, key: &[u8], found: Fetch, seen: Seen) {

@@ -27,7 +27,7 @@
 use memcrab_proto::text::meta::{
     errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX,
 };
-use memcrab_proto::text::watch::DeleteCmd;
+use memcrab_proto::text::watch::{self as line, DeleteCmd};
 use memcrab_proto::text::StoreCmd;
 use memcrab_store::{
     memcached_item_bytes, DeleteOpts, DeleteResult, Delta, DeltaOpts, Fetch, GetOpts, Mode,
@@ -36,9 +36,9 @@ use memcrab_store::{
 
 use super::arith;
 use super::delete::{self, Delete};
-use super::fetch::{self, Counts, Fetcher, Visit};
+use super::fetch::{self, Counts, Fetcher, Looked, Visit};
 use super::store::{self, Store};
-use super::Flow;
+use super::{Flow, Seen};
 use crate::out::Out;
 use crate::server::Ctx;
 
@@ -400,11 +400,20 @@ fn empty_value(
         ..GetOpts::default()
     };
     let mut cas = None;
+    let mut seen = Seen::default();
     let found = cx.engine.get(kbytes, &no_bump, &mut |it| {
         cas = Some(it.cas);
+        seen = Seen::of(&it);
         false
     });
     cx.counters.count_dead(found.dead());
+    // `watch fetchers`: memcached's md looks the key up, and the set it makes looks
+    // again; the one Relaxed load while nobody watches.
+    let looked = Looked::of(found, seen);
+    let watched = cx.server.watch.wants(line::FETCHERS | line::MUTATIONS);
+    if watched {
+        fetch::report_looked(cx, kbytes, Some(looked));
+    }
     let status: &[u8] = match cas {
         None => {
             cx.counters.delete_misses.incr();
@@ -425,10 +434,13 @@ fn empty_value(
                 ..StoreOpts::default()
             };
             let exptime = flags.ttl.map_or(0, |t| rel(cx, t));
-            match cx
+            let r = cx
                 .engine
-                .store(mode, kbytes, flags.client_flags, exptime, b"", &opts)
-            {
+                .store(mode, kbytes, flags.client_flags, exptime, b"", &opts);
+            if watched {
+                store::report_set(cx, kbytes, flags.client_flags, exptime, r, looked);
+            }
+            match r {
                 StoreResult::Stored(_) if flags.invalidate => {
                     // memcached marks the item it just stored, even one whose TTL
                     // has already passed (then this finds nothing), counting and
@@ -481,7 +493,7 @@ fn arith(key: &Key<'_>, flags: &Flags<'_>, incr: bool, cx: &Ctx<'_>, out: &mut V
         new_cas: flags.new_cas,
     };
     let start = out.len();
-    match arith::arith(cx, kbytes, incr, flags.delta, &opts) {
+    match arith::arith(cx, kbytes, incr, flags.delta, &opts, false) {
         Delta::Value(v) => {
             let mut digits = itoa::Buffer::new();
             let digits = digits.format(v.value).as_bytes();

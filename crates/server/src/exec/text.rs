@@ -79,7 +79,7 @@ pub fn execute(
             delta,
             incr,
             noreply,
-        } => match arith(cx, key, incr, delta, &DeltaOpts::default()) {
+        } => match arith(cx, key, incr, delta, &DeltaOpts::default(), false) {
             Delta::Value(v) if !noreply => reply::number(out, v.value),
             Delta::Value(_) => {}
             Delta::NotFound => put(out, noreply, reply::NOT_FOUND),

@@ -43,7 +43,7 @@ use crate::{
     StoreResult, Vivify, WalkCursor, Walked,
 };
 
-use shard::{make_data, Counters, Epoch, Shard, NIL, SHARDS};
+use shard::{make_data, Counters, Epoch, Shard, Slot, NIL, SHARDS};
 
 pub use shard::ITEM_OVERHEAD_BYTES;
 
@@ -188,8 +188,23 @@ impl Reference {
         now: RelTime,
         visit: &mut dyn FnMut(Item<'_>) -> bool,
     ) -> Fetch {
-        let s = &sh.slots[idx as usize];
-        let won = visit(Item {
+        let won = visit(self.item_at(&sh.slots[idx as usize]));
+        let s = &mut sh.slots[idx as usize];
+        if won {
+            s.token_sent = true;
+        }
+        if let Some(exptime) = opts.touch {
+            s.exptime = exptime;
+        }
+        if !opts.no_bump {
+            sh.bump_fetch(idx, now);
+        }
+        Fetch::Hit
+    }
+
+    /// A stored item as a visitor sees it.
+    fn item_at<'s>(&self, s: &'s Slot) -> Item<'s> {
+        Item {
             key: s.key(),
             value: s.value(),
             flags: s.flags,
@@ -202,18 +217,7 @@ impl Reference {
             created: false,
             replaced: None,
             lender: None,
-        });
-        let s = &mut sh.slots[idx as usize];
-        if won {
-            s.token_sent = true;
         }
-        if let Some(exptime) = opts.touch {
-            s.exptime = exptime;
-        }
-        if !opts.no_bump {
-            sh.bump_fetch(idx, now);
-        }
-        Fetch::Hit
     }
 
     /// [`GetOpts::vivify`] after a miss: reserve, then create the empty item unless
@@ -548,6 +552,19 @@ impl Engine for Reference {
                     None => miss,
                 }
             }
+        }
+    }
+
+    fn peek(&self, key: &[u8], visit: &mut dyn FnMut(Item<'_>)) -> Fetch {
+        let (hash, si) = self.locate(key);
+        let e = self.epoch();
+        let sh = self.shards[si].lock();
+        match sh.peek(hash, key, e) {
+            Ok(idx) => {
+                visit(self.item_at(&sh.slots[idx as usize]));
+                Fetch::Hit
+            }
+            Err(dead) => dead,
         }
     }
 

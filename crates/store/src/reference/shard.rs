@@ -196,6 +196,16 @@ impl Shard {
     }
 
     /// Finds a live item; a dead one found on the way is removed.
+    /// [`Shard::find_live`] that leaves a dead item in place (`Engine::peek`).
+    pub fn peek(&self, hash: u64, key: &[u8], e: Epoch) -> Result<u32, Fetch> {
+        let idx = self.find(hash, key).ok_or(Fetch::Miss)?;
+        match self.life(idx, e) {
+            Life::Live => Ok(idx),
+            Life::Expired => Err(Fetch::Expired),
+            Life::Flushed => Err(Fetch::Flushed),
+        }
+    }
+
     pub fn find_live(
         &mut self,
         hash: u64,

@@ -339,6 +339,27 @@ impl Engine for Seg {
         Fetch::Hit
     }
 
+    fn peek(&self, key: &[u8], visit: &mut dyn FnMut(Item<'_>)) -> Fetch {
+        let h = self.hash(key);
+        let g = epoch::pin();
+        // SAFETY: pinned; locations come from the index while pinned.
+        let Some(loc) = self
+            .index
+            .find(h, &g, |loc| unsafe { self.descs.view(loc) }.1.key == key)
+        else {
+            return Fetch::Miss;
+        };
+        // SAFETY: as above.
+        let (d, v) = unsafe { self.descs.view(loc) };
+        match self.flush.life(d, &v, self.clock.now()) {
+            Life::Live => {
+                visit(self.item(loc, d, &v, v.state(), false));
+                Fetch::Hit
+            }
+            why => why.fetch(),
+        }
+    }
+
     fn store_met(
         &self,
         mode: Mode,
