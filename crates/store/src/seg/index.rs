@@ -1,31 +1,49 @@
 //! The hash index: 4096 partitions, each a table of 64-byte buckets of eight 8-byte
-//! slots, two candidate buckets per key, lock-free lookups.
+//! slots, two candidate buckets per key, cuckoo displacement, lock-free lookups.
 //!
 //! ```text
-//!  hash (64 bits): [63..52] partition  [47..32] tag  [31..0] bucket choice
+//!  hash (64 bits): [63..52] partition  [47..32] tag  [31..0] first bucket
 //!  slot (64 bits): tag (16) | segment id (24) | offset / 2 (24)      0 = empty
+//!  buckets: b1 = reduce(rotl(hash low 32, salt), n)   b2 = g(tag) - b1 mod n
 //!
 //!  locks[p]:  Mutex<Counts>    writers of partition p, one at a time
-//!  tables[p]: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
-//!                                                 (n grows by 1/4 when full,
-//!                                                  halves-ish when under 1/4 full)
+//!  heads[p]:  table: AtomicU64 = bucket count (16 bits) | address (48) ──► [Bucket; n]
+//!             moves: AtomicU64   sequence count of cuckoo moves (odd: moving)
 //!                                       Bucket = [AtomicU64; 8]  (one cache line)
 //! ```
 //!
-//! A key may live in bucket `b1` or `b2` (both derived from the hash); an insert takes
-//! the emptier one (MemC3-style two choices), which fills tables past 90% before any
-//! insert fails. When both are full the partition's table is rebuilt: at its size
-//! under the next bucket salt (a rotation of the hash's low 32 bits, kept in the
-//! table's packed word) when under 85% full, else (or if that fails) 1.25×
-//! larger. Churn makes every partition meet two full buckets in time; growing each
-//! time left tables 57% full at `-m 64`, the salt leaves them about 63%. A
+//! A key may live in bucket `b1` or `b2`; an insert takes the emptier one
+//! (MemC3-style two choices). `b2` is `b1`'s partner under the key's tag (partial-key
+//! cuckoo hashing), so a slot's other bucket is known from the slot alone. When both
+//! are full, a breadth-first search (at most 128 buckets, chains of at most 4 moves)
+//! finds a chain of slots each movable to its other bucket, ending at a bucket with
+//! room; the chain moves, last slot first, and the key takes the freed slot. Tables
+//! so run 95–99% full before they grow. A table grows (or, under 85% full, is first
+//! rebuilt at its size under the next bucket salt, a rotation of the hash's low 32
+//! bits kept in the table's packed word) only when the search fails; it grows by an
+//! eighth, and doubles on each further failure of the same insert (hash flooding:
+//! keys sharing partition, tag and first bucket can never be moved apart). A
 //! rebuild re-reads each item's key to rehash it, under the partition's lock, so it
 //! pauses only that partition's writers, for a time bounded by the partition's item
-//! count (1/4096 of the cache). Readers never wait: they go on reading the old
-//! table, which is freed through [`super::epoch`] once no reader can hold it.
-//! `maintain` rebuilds a table under a quarter full smaller the same way
-//! ([`Locked::shrink`]), so the index, charged against `-m`, does not keep memory
-//! sized for items long gone.
+//! count (1/4096 of the cache). Readers never wait for a rebuild: they go on
+//! reading the old table, which is freed through [`super::epoch`] once no reader
+//! can hold it. `maintain` rebuilds a table under a quarter full smaller the same
+//! way ([`Locked::shrink`]), so the index, charged against `-m`, does not keep
+//! memory sized for items long gone.
+//!
+//! Cuckoo moves and lock-free readers (MemC3's scheme): each move copies the slot
+//! into its other bucket before clearing the old one, so a key is always in one of
+//! its buckets; but a reader that scanned `b1` before the key came into it and
+//! `b2` after it left would miss it. The partition's `moves` count is a seqlock
+//! around each chain: the writer makes it odd (Relaxed store, Release fence), moves,
+//! and makes it even (Release store). [`Index::find`] loads it (Acquire) before its
+//! scan; on a miss, after an Acquire fence, loads it again and scans again if it
+//! was odd or changed: a slot value a move wrote, seen by the scan, makes the second
+//! load see the odd count. Hits cost one more load (in the table word's cache
+//! line); misses two. The unit test `readers_never_miss_a_key_that_moves` runs readers
+//! against a churning writer. A key dump's walk ([`Index::table_of`]) does not
+//! check the count: an item moved during a walk may be listed twice or not at all,
+//! as items stored or deleted during a walk may.
 //!
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
@@ -40,7 +58,7 @@
 //!
 //! Imports: epoch, tables (the tables' memory).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -93,20 +111,38 @@ fn reduce(x: u32, n: usize) -> usize {
 }
 
 /// Whether two hashes share a partition and both candidate buckets at every table
-/// size: what a hash-flooding attacker needs of his keys (44 bits equal).
+/// size and salt, and so cannot be moved apart by cuckoo displacement: what a
+/// hash-flooding attacker needs of his keys (60 bits equal: partition, tag and the
+/// 32 bits that choose the first bucket).
 pub fn same_buckets_everywhere(a: u64, b: u64) -> bool {
-    Index::part(a) == Index::part(b) && a as u32 == b as u32
+    Index::part(a) == Index::part(b) && a as u32 == b as u32 && tag_of(a) == tag_of(b)
 }
 
 /// A key's two candidate buckets in a table of `n` buckets and bucket salt `salt`.
 /// The salt rotates the hash's low 32 bits (by `salt` mod 32, one instruction),
 /// which brings other bits up to where they choose the first bucket; a bijection,
-/// so keys that agree there share buckets under every salt too.
+/// so keys that agree there share buckets under every salt too. The second bucket
+/// is the first's partner under the key's tag ([`alt_bucket`]), so a slot's other
+/// bucket is known from the slot alone when cuckoo displacement moves it.
 fn buckets_of(h: u64, n: usize, salt: u32) -> (usize, usize) {
     let x = (h as u32).rotate_left(salt);
     let b1 = reduce(x, n);
-    let b2 = reduce(x.wrapping_mul(0x9E37_79B1).rotate_left(16) ^ 0x5bd1_e995, n);
-    (b1, b2)
+    (b1, alt_bucket(b1, tag_of(h), n))
+}
+
+/// The other candidate bucket of a slot with tag `tag` in bucket `b` (MemC3's
+/// partial-key cuckoo hashing): `g - b` modulo `n` for a `g` drawn from the tag,
+/// an involution, so either bucket of a key leads to the other without its hash.
+fn alt_bucket(b: usize, tag: u64, n: usize) -> usize {
+    let g = reduce(
+        (tag as u32 | (tag as u32) << 16).wrapping_mul(0x9E37_79B1),
+        n,
+    );
+    if g >= b {
+        g - b
+    } else {
+        g + n - b
+    }
 }
 
 /// The buckets of a packed table.
@@ -184,7 +220,7 @@ impl Table<'_> {
             .filter(|&v| v != 0)
             .all(|v| {
                 n += 1;
-                self.place(rehash(decode(v)), v)
+                self.place_new(rehash(decode(v)), v)
             });
         index.rehashed.fetch_add(n, Ordering::Relaxed);
         all
@@ -228,14 +264,28 @@ pub struct Counts {
     pub floor: u64,
 }
 
+/// A partition's two words, side by side so that a lookup's second load is in the
+/// cache line of its first.
+#[repr(C, align(16))]
+struct Head {
+    /// The partition's current table, packed (see `pack` in tables.rs). Replaced
+    /// only under the partition's lock; a replaced table is retired to the epoch
+    /// limbo because readers may still be in it.
+    table: AtomicU64,
+    /// Cuckoo moves in the current table, a sequence count: odd while a chain of
+    /// slots moves, changed only under the partition's lock (Relaxed store, then a
+    /// Release fence, before the moves; a Release store after). [`Index::find`]
+    /// loads it (Acquire) before its scan and again (after an Acquire fence) on a
+    /// miss, and retries when it was odd or changed.
+    moves: AtomicU64,
+}
+
 pub struct Index {
     /// Per partition, its writers' lock: every slot change, table rebuilds, and the
     /// counts of the partition are made under it.
     locks: Box<[Mutex<Counts>]>,
-    /// Per partition, its current table, packed (see [`pack`]). Replaced only under
-    /// the partition's lock; a replaced table is retired to the epoch limbo because
-    /// readers may still be in it.
-    tables: Box<[AtomicU64]>,
+    /// Per partition, its current table and its move count ([`Head`]).
+    heads: Box<[Head]>,
     /// Replaced tables waiting for readers to leave them: (epoch, packed table).
     retired: Mutex<Vec<(u64, u64)>>,
     /// Bytes of every table allocated and not yet freed (current and retired): what
@@ -267,8 +317,11 @@ impl Index {
             locks: (0..PARTITIONS)
                 .map(|_| Mutex::new(Counts::default()))
                 .collect(),
-            tables: (0..PARTITIONS)
-                .map(|_| AtomicU64::new(initial_table()))
+            heads: (0..PARTITIONS)
+                .map(|_| Head {
+                    table: AtomicU64::new(initial_table()),
+                    moves: AtomicU64::new(0),
+                })
                 .collect(),
             retired: Mutex::new(Vec::new()),
             bytes: AtomicU64::new((PARTITIONS * table_bytes(INITIAL_BUCKETS)) as u64),
@@ -290,13 +343,13 @@ impl Index {
     /// table past that.
     unsafe fn table(&self, h: u64) -> Table<'_> {
         // SAFETY: per the contract the table is not freed meanwhile.
-        unsafe { unpack(self.tables[Self::part(h)].load(Ordering::Acquire)) }
+        unsafe { unpack(self.heads[Self::part(h)].table.load(Ordering::Acquire)) }
     }
 
     /// Partition `p`'s current table, packed: compare two of these to learn whether
     /// the table was replaced in between (see [`Index::table_of`]).
     pub fn table_word(&self, p: usize) -> u64 {
-        self.tables[p].load(Ordering::Acquire)
+        self.heads[p].table.load(Ordering::Acquire)
     }
 
     /// The table a word from [`Index::table_word`] names, for a lock-free walk of
@@ -312,32 +365,46 @@ impl Index {
     }
 
     /// Lock-free lookup: the location of the item whose key `is_key` accepts.
+    /// A miss is checked against the partition's move count: a key a concurrent
+    /// cuckoo chain moved from the second bucket into the first, after this scan
+    /// passed the first, is searched for again ([`Head::moves`]).
     pub fn find(
         &self,
         h: u64,
         _pin: &epoch::Guard,
         mut is_key: impl FnMut(Loc) -> bool,
     ) -> Option<Loc> {
-        // SAFETY: tables are freed only after an epoch no pinned reader predates, and
-        // the caller is pinned (`_pin`).
-        let t = unsafe { self.table(h) };
-        let (b1, b2) = t.buckets_of(h);
-        let tag = tag_of(h);
-        for b in [b1, b2] {
-            for s in &t.buckets[b].slots {
-                let v = s.load(Ordering::Acquire);
-                if v != 0 && slot_tag(v) == tag {
-                    let loc = decode(v);
-                    if is_key(loc) {
-                        return Some(loc);
+        let head = &self.heads[Self::part(h)];
+        loop {
+            // SAFETY: tables are freed only after an epoch no pinned reader
+            // predates, and the caller is pinned (`_pin`).
+            let t = unsafe { unpack(head.table.load(Ordering::Acquire)) };
+            let before = head.moves.load(Ordering::Acquire);
+            let (b1, b2) = t.buckets_of(h);
+            let tag = tag_of(h);
+            for b in [b1, b2] {
+                for s in &t.buckets[b].slots {
+                    let v = s.load(Ordering::Acquire);
+                    if v != 0 && slot_tag(v) == tag {
+                        let loc = decode(v);
+                        if is_key(loc) {
+                            return Some(loc);
+                        }
                     }
                 }
+                if b1 == b2 {
+                    break;
+                }
             }
-            if b1 == b2 {
-                break;
+            // The seqlock's read side: a slot value a move wrote, seen above, makes
+            // the count loaded here differ from `before`.
+            fence(Ordering::Acquire);
+            if before & 1 == 0 && head.moves.load(Ordering::Relaxed) == before {
+                return None;
             }
+            // A chain moves a few slots under the partition lock; wait it out.
+            std::hint::spin_loop();
         }
-        None
     }
 
     /// Starts loading the two candidate buckets of `h` into the cache.
@@ -399,10 +466,10 @@ impl Index {
     /// retired but not yet freed: [`Index::bytes`]).
     pub fn size(&self) -> (u64, u64) {
         let mut n = 0u64;
-        for (l, t) in self.locks.iter().zip(self.tables.iter()) {
+        for (l, head) in self.locks.iter().zip(self.heads.iter()) {
             let _l = l.lock();
             // SAFETY: under the partition lock the table cannot be replaced or freed.
-            n += unsafe { unpack(t.load(Ordering::Acquire)) }.len() as u64;
+            n += unsafe { unpack(head.table.load(Ordering::Acquire)) }.len() as u64;
         }
         (n, self.bytes())
     }
@@ -462,6 +529,12 @@ impl Index {
     }
 }
 
+/// The bucket count a full table of `n` buckets grows to: an eighth more (at least
+/// the first table's size), at most [`MAX_BUCKETS`].
+fn grown(n: usize) -> usize {
+    (n + (n / 8).max(INITIAL_BUCKETS)).min(MAX_BUCKETS)
+}
+
 /// Asks the CPU to start loading the cache line at `p`; a no-op elsewhere.
 #[inline]
 pub fn prefetch<T>(p: *const T) {
@@ -489,7 +562,7 @@ impl Locked<'_> {
     fn table(&self) -> Table<'_> {
         // SAFETY: we hold the partition lock, so the table is neither replaced nor
         // freed while `self` lives.
-        unsafe { unpack(self.index.tables[self.part].load(Ordering::Acquire)) }
+        unsafe { unpack(self.index.heads[self.part].table.load(Ordering::Acquire)) }
     }
 
     /// The slot of the item whose key `is_key` accepts.
@@ -549,7 +622,7 @@ impl Locked<'_> {
     pub fn insert(&mut self, h: u64, loc: Loc, rehash: impl Fn(Loc) -> u64) -> Option<Loc> {
         let value = encode(h, loc);
         let old = self.table();
-        if old.place(h, value) {
+        if old.place_or_move(h, value, &self.index.heads[self.part].moves) {
             return None;
         }
         let displace = |t: &Table<'_>| {
@@ -566,7 +639,7 @@ impl Locked<'_> {
             }
         }
         self.index.expanding.fetch_add(1, Ordering::Relaxed);
-        let mut n = table_len((old.len() + (old.len() / 4).max(INITIAL_BUCKETS)).min(MAX_BUCKETS));
+        let mut n = table_len(grown(old.len()));
         let (packed, victim) = loop {
             let Some(packed) = self.new_table(n, old.salt) else {
                 self.index.expanding.fetch_sub(1, Ordering::Relaxed);
@@ -574,7 +647,7 @@ impl Locked<'_> {
             };
             // SAFETY: just made, and not yet shared with anyone.
             let t = unsafe { unpack(packed) };
-            if t.take_all(&old, &rehash, self.index) && t.place(h, value) {
+            if t.take_all(&old, &rehash, self.index) && t.place_new(h, value) {
                 break (packed, None);
             }
             if n == MAX_BUCKETS {
@@ -584,7 +657,9 @@ impl Locked<'_> {
             }
             // SAFETY: unpublished: no reader can be in it.
             unsafe { self.index.free(packed) };
-            n = table_len((n + n / 4).min(MAX_BUCKETS));
+            // Once an eighth more did not do, hash flooding is likelier than bad luck:
+            // double, so that a flood reaches the largest table in a few rebuilds.
+            n = table_len((n * 2).min(MAX_BUCKETS));
         };
         self.publish(packed);
         self.index.expanding.fetch_sub(1, Ordering::Relaxed);
@@ -606,7 +681,7 @@ impl Locked<'_> {
         let packed = self.new_table(n, salt)?;
         // SAFETY: just made, and not yet shared with anyone.
         let t = unsafe { unpack(packed) };
-        if t.take_all(old, rehash, self.index) && t.place(h, value) {
+        if t.take_all(old, rehash, self.index) && t.place_new(h, value) {
             return Some(packed);
         }
         // SAFETY: unpublished: no reader can be in it.
@@ -676,7 +751,9 @@ impl Locked<'_> {
     /// Makes `packed` the partition's table; the one it replaces goes to
     /// [`Locked::retire`].
     fn publish(&mut self, packed: u64) {
-        let old = self.index.tables[self.part].swap(packed, Ordering::AcqRel);
+        let old = self.index.heads[self.part]
+            .table
+            .swap(packed, Ordering::AcqRel);
         self.retire(old);
     }
 
@@ -691,7 +768,7 @@ impl Locked<'_> {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        let tables = self.tables.iter().map(|t| t.load(Ordering::Relaxed));
+        let tables = self.heads.iter().map(|t| t.table.load(Ordering::Relaxed));
         let retired = self.retired.get_mut().drain(..).map(|(_, t)| t);
         for table in tables.chain(retired).collect::<Vec<_>>() {
             // SAFETY: with `&mut self` no reader or writer can hold a table.
@@ -700,6 +777,8 @@ impl Drop for Index {
     }
 }
 
+#[path = "cuckoo.rs"]
+mod cuckoo;
 #[cfg(test)]
 #[path = "index_tests.rs"]
 mod tests;

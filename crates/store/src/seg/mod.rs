@@ -55,6 +55,7 @@
 //!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!                 (its unit tests: index_tests.rs)
+//!   cuckoo.rs     the index's cuckoo displacement: search, moves         partition
 //!   tables.rs     the index's tables in memory: Bucket, alloc, packing    none
 //!   lease.rs      Lender, Lease: values lent past the lookup (lend count)  none
 //!   item.rs       the item layout: New (write), View (read)              none
