@@ -471,6 +471,9 @@ pub struct Stats {
     /// and the items those rebuilds re-read to rehash.
     pub index_rebuilds: u64,
     pub index_rehashed_items: u64,
+    /// Chains of slots the index's cuckoo displacement moved to make room (zero for
+    /// engines without it).
+    pub index_cuckoo_chains: u64,
     /// Segment figures (zero for engines without segments).
     pub segments: SegmentStats,
 }
@@ -543,6 +546,9 @@ pub struct WalkCursor {
     /// What the part looked like when `pos` was taken (engine-defined), so that a
     /// walk resumed after the part changed shape starts the part again.
     pub(crate) stamp: u64,
+    /// A second engine-defined stamp of the part (the segment engine: its cuckoo
+    /// move count), compared the same way.
+    pub(crate) moves: u64,
     pub(crate) done: bool,
 }
 

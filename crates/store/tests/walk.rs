@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use memcrab_store::reference::Reference;
-use memcrab_store::seg::Seg;
+use memcrab_store::seg::{KeyHasher, Seg};
 use memcrab_store::{Clock, Config, DeleteOpts, Engine, Mode, StoreOpts, StoreResult, WalkCursor};
 
 const STABLE: usize = 2000;
@@ -206,4 +206,108 @@ fn walk_with_concurrent_writers(make: fn(Config, Arc<Clock>) -> Arc<dyn Engine>,
     for t in threads {
         t.join().expect("writer");
     }
+}
+
+/// Cuckoo displacement moves index slots from one bucket to another while a walk
+/// reads the table: a key moved from the part not yet walked into the part already
+/// walked must still be shown. Under a fixed seed, stable keys and churning keys
+/// (inserted and deleted so that the tables stay nearly full, which is when chains
+/// of moves run) all fall in the same few partitions; every walk, resumed every few
+/// items and lingering on each, must show each stable key.
+#[test]
+fn seg_walk_shows_keys_that_cuckoo_moves() {
+    const SEED: u128 = 0x5eed_c0c0_0f0f;
+    const PARTS: u64 = 8;
+    const STABLE_KEYS: usize = 3_000;
+    const CHURN_KEYS: usize = 3_000;
+    // The keys with `prefix` whose hashes fall in the first PARTS partitions.
+    let keys = |prefix: &'static str| {
+        let hasher = KeyHasher::with_seed(SEED);
+        (0u64..)
+            .map(move |i| format!("{prefix}{i}"))
+            .filter(move |k| hasher.hash(k.as_bytes()) >> 52 < PARTS)
+    };
+    let stable: Vec<String> = keys("s").take(STABLE_KEYS).collect();
+    let clock = Arc::new(Clock::new());
+    clock.set(100);
+    let cfg = Config {
+        limit_bytes: 64 << 20,
+        // -M: the churn's dead items are compacted away, no stable key is evicted.
+        evict: false,
+        use_cas: true,
+        item_size_max: 0,
+        hash_seed: Some(SEED),
+    };
+    let engine: Arc<dyn Engine> = Arc::new(Seg::new(cfg, Arc::clone(&clock)));
+    let e = engine.as_ref();
+    for k in &stable {
+        assert!(matches!(set(e, k, 0, 8), StoreResult::Stored(_)));
+    }
+    let mut churn_keys = keys("c");
+    let mut window = std::collections::VecDeque::new();
+    for _ in 0..CHURN_KEYS {
+        let k = churn_keys.next().expect("keys");
+        assert!(matches!(set(e, &k, 0, 8), StoreResult::Stored(_)));
+        window.push_back(k);
+    }
+    let chains_before = e.stats().index_cuckoo_chains;
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (engine, stop) = (Arc::clone(&engine), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            // Delete the oldest churn key, insert a new one: the item count stays
+            // put, the tables stay full, and new keys need room in full buckets.
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) && n < 20_000_000 {
+                if let Some(old) = window.pop_front() {
+                    engine.delete(old.as_bytes(), &DeleteOpts::default());
+                }
+                let k = churn_keys.next().expect("keys");
+                set(engine.as_ref(), &k, 0, 8);
+                window.push_back(k);
+                n += 1;
+            }
+        })
+    };
+    let index: HashMap<&str, usize> = stable
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i))
+        .collect();
+    let mut walks = 0;
+    // Walk until the writer has made enough chains of moves under the walks.
+    while walks < 2_000 && (walks < 5 || e.stats().index_cuckoo_chains < chains_before + 20_000) {
+        let mut seen = vec![0u32; STABLE_KEYS];
+        let mut cursor = WalkCursor::default();
+        while !cursor.is_done() {
+            let mut n = 0;
+            e.walk(&mut cursor, &mut |w| {
+                if let Some(&i) = std::str::from_utf8(w.key).ok().and_then(|k| index.get(k)) {
+                    seen[i] += 1;
+                }
+                // Linger on each item (the visitor runs inside the walk of a
+                // partition's slots), so that moves land mid-partition.
+                for _ in 0..200 {
+                    std::hint::spin_loop();
+                }
+                n += 1;
+                n % 5 != 0
+            });
+        }
+        let missed: Vec<usize> = (0..STABLE_KEYS).filter(|&i| seen[i] == 0).collect();
+        assert!(
+            missed.is_empty(),
+            "walk {walks}: {} stable keys missed, e.g. {}",
+            missed.len(),
+            stable[missed[0]]
+        );
+        walks += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().expect("churn thread");
+    let chains = e.stats().index_cuckoo_chains - chains_before;
+    assert!(
+        chains >= 20_000,
+        "only {chains} chains of moves in {walks} walks: the test did not exercise them"
+    );
 }

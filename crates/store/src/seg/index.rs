@@ -352,6 +352,21 @@ impl Index {
         self.heads[p].table.load(Ordering::Acquire)
     }
 
+    /// Partition `p`'s cuckoo move count ([`Head::moves`]), for a lock-free walk:
+    /// slots read after this load (Acquire) and before [`Index::moved_since`]
+    /// returns `false` saw no chain of moves in between.
+    pub fn moves_word(&self, p: usize) -> u64 {
+        self.heads[p].moves.load(Ordering::Acquire)
+    }
+
+    /// Whether a chain of cuckoo moves ran in partition `p` since `before` was loaded
+    /// by [`Index::moves_word`], or was running then (odd): the seqlock's read side,
+    /// as in [`Index::find`].
+    pub fn moved_since(&self, p: usize, before: u64) -> bool {
+        fence(Ordering::Acquire);
+        before & 1 != 0 || self.heads[p].moves.load(Ordering::Relaxed) != before
+    }
+
     /// The table a word from [`Index::table_word`] names, for a lock-free walk of
     /// its slots.
     ///
@@ -480,6 +495,15 @@ impl Index {
             self.rebuilds.load(Ordering::Relaxed),
             self.rehashed.load(Ordering::Relaxed),
         )
+    }
+
+    /// Chains of cuckoo moves made since start (each chain adds 2 to its
+    /// partition's count).
+    pub fn cuckoo_chains(&self) -> u64 {
+        self.heads
+            .iter()
+            .map(|h| h.moves.load(Ordering::Relaxed) / 2)
+            .sum()
     }
 
     pub fn is_expanding(&self) -> bool {

@@ -436,6 +436,7 @@ impl Engine for Seg {
             hash_is_expanding: self.index.is_expanding(),
             index_rebuilds,
             index_rehashed_items,
+            index_cuckoo_chains: self.index.cuckoo_chains(),
             segments,
         }
     }

@@ -7,8 +7,10 @@
 //!   pin ─► word = tables[p] ─► slots i .. i+512 of that table ─► unpin ─► next chunk
 //!                                  │ occupied slot → loc → item (as `get` does)
 //!                                  ├─ dead (expired, flushed)?          skip
-//!                                  ├─ tables[p] no longer `word`?       start p again
+//!                                  ├─ tables[p] no longer `word`,
+//!                                  │  or a cuckoo chain moved slots?    start p again
 //!                                  └─ visit
+//!   end of p: a chain moved slots since p started?                      start p again
 //! ```
 //!
 //! Why the index and not the segments: a key lives in one partition for good, and
@@ -17,8 +19,13 @@
 //! moving the slot. So a walk of the slots meets every key that stays live, once,
 //! whatever the writers do meanwhile; a walk of the segments could pass a segment
 //! just before an item moved into it. A slot moves only when its partition's table
-//! is rebuilt larger: a walk that finds the table replaced starts the partition
-//! again, so keys of that partition may be visited twice.
+//! is rebuilt, or when cuckoo displacement moves it to its key's other bucket
+//! (`index.rs`, "Cuckoo moves"): a walk that finds the table replaced, or the
+//! partition's move count changed since it started the partition, starts the
+//! partition again, so keys of that partition may be visited twice, never missed.
+//! The move count is checked before each item is shown and once more before the
+//! walk leaves the partition, so a move that carried a slot into the part already
+//! walked is always seen.
 //!
 //! Safety is the lock-free get's: the walk is pinned while it holds a table or an
 //! item, and loaded both while pinned (see `epoch.rs`); it re-pins every
@@ -61,10 +68,11 @@ impl Seg {
             }
             let g = epoch::pin();
             let word = self.index.table_word(p);
-            if word != cur.stamp {
+            if word != cur.stamp || cur.pos == 0 {
                 // A new partition, or this one's table was rebuilt: from its start.
                 cur.pos = 0;
                 cur.stamp = word;
+                cur.moves = self.index.moves_word(p);
             }
             // SAFETY: pinned, `word` loaded while pinned, and `t` is dropped before
             // `g` (it does not leave this iteration).
@@ -83,7 +91,7 @@ impl Seg {
                     cur.pos += 1;
                     continue;
                 }
-                if self.index.table_word(p) != word {
+                if self.index.table_word(p) != word || self.index.moved_since(p, cur.moves) {
                     rebuilt = true;
                     break;
                 }
@@ -107,8 +115,13 @@ impl Seg {
                     return;
                 }
             }
+            if !rebuilt && cur.pos as usize >= end && self.index.moved_since(p, cur.moves) {
+                rebuilt = true;
+            }
             if rebuilt {
-                // The next pass loads the new table and starts the partition again.
+                // The next pass loads the table and starts the partition again.
+                cur.pos = 0;
+                cur.stamp = 0;
                 continue;
             }
             if cur.pos as usize >= end {
