@@ -178,9 +178,11 @@ fn walk_with_concurrent_writers(make: fn(Config, Arc<Clock>) -> Arc<dyn Engine>,
                 .get(format!("stable{i}").as_bytes())
                 .copied()
                 .unwrap_or(0);
-            // The segment engine may show a key twice when its partition's table
-            // grew under the walk; the reference engine's slots never move.
-            let most = if moves { 2 } else { 1 };
+            // The segment engine may show a key again when its partition's table
+            // was rebuilt, or cuckoo moves ran in it, under the walk (each starts
+            // the partition again: rarely more than once in a walk); the reference
+            // engine's slots never move.
+            let most = if moves { 4 } else { 1 };
             assert!(
                 (1..=most).contains(&times),
                 "round {round}: stable{i} shown {times} times"
@@ -191,7 +193,7 @@ fn walk_with_concurrent_writers(make: fn(Config, Arc<Clock>) -> Arc<dyn Engine>,
                     .copied()
                     .unwrap_or(0);
                 assert!(
-                    (1..=2).contains(&times),
+                    (1..=most).contains(&times),
                     "round {round}: rewritten{i} shown {times} times"
                 );
             }

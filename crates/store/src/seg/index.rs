@@ -41,9 +41,9 @@
 //! was odd or changed: a slot value a move wrote, seen by the scan, makes the second
 //! load see the odd count. Hits cost one more load (in the table word's cache
 //! line); misses two. The unit test `readers_never_miss_a_key_that_moves` runs readers
-//! against a churning writer. A key dump's walk ([`Index::table_of`]) does not
-//! check the count: an item moved during a walk may be listed twice or not at all,
-//! as items stored or deleted during a walk may.
+//! against a churning writer. A key dump's walk ([`Index::table_of`]) checks the
+//! count too ([`Index::moves_word`], [`Index::moved_since`]): a chain of moves in
+//! the partition it is walking starts that partition again (`walk.rs`).
 //!
 //! Readers load slots with Acquire; writers change slots with Release stores under
 //! the partition lock, after the item the slot names is completely written.
