@@ -70,6 +70,8 @@ use super::tables::{
     TRIM_BYTES,
 };
 
+mod stats;
+
 pub const PARTITIONS: usize = 4096;
 const PARTITION_SHIFT: u32 = 52;
 
@@ -456,58 +458,6 @@ impl Index {
             part,
             counts: self.locks[part].lock(),
         }
-    }
-
-    /// Sums of every partition's counts.
-    pub fn counts(&self) -> Counts {
-        let mut c = Counts::default();
-        for l in self.locks.iter() {
-            let pc = *l.lock();
-            c.items += pc.items;
-            c.bytes += pc.bytes;
-            c.total_items += pc.total_items;
-            c.floor = c.floor.max(pc.floor);
-        }
-        c
-    }
-
-    pub fn reset_total_items(&self) {
-        for l in self.locks.iter() {
-            l.lock().total_items = 0;
-        }
-    }
-
-    /// Buckets of all current tables, and the bytes of all tables (current, and
-    /// retired but not yet freed: [`Index::bytes`]).
-    pub fn size(&self) -> (u64, u64) {
-        let mut n = 0u64;
-        for (l, head) in self.locks.iter().zip(self.heads.iter()) {
-            let _l = l.lock();
-            // SAFETY: under the partition lock the table cannot be replaced or freed.
-            n += unsafe { unpack(head.table.load(Ordering::Acquire)) }.len() as u64;
-        }
-        (n, self.bytes())
-    }
-
-    /// Tables built by rebuilds, and the items they re-read (see the fields).
-    pub fn rebuild_counts(&self) -> (u64, u64) {
-        (
-            self.rebuilds.load(Ordering::Relaxed),
-            self.rehashed.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Chains of cuckoo moves made since start (each chain adds 2 to its
-    /// partition's count).
-    pub fn cuckoo_chains(&self) -> u64 {
-        self.heads
-            .iter()
-            .map(|h| h.moves.load(Ordering::Relaxed) / 2)
-            .sum()
-    }
-
-    pub fn is_expanding(&self) -> bool {
-        self.expanding.load(Ordering::Relaxed) != 0
     }
 
     /// Frees a table and takes it out of the byte count. Small tables go back to

@@ -54,6 +54,7 @@
 //!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
 //!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
+//!     index/stats.rs  its figures for stats: counts, sizes, rebuilds, moves  partition / none
 //!                 (its unit tests: index_tests.rs)
 //!   cuckoo.rs     the index's cuckoo displacement: search, moves         partition
 //!   tables.rs     the index's tables in memory: Bucket, alloc, packing    none
