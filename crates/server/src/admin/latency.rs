@@ -42,15 +42,14 @@ const POWERS: usize = 34;
 /// Buckets in one histogram.
 pub const BUCKETS: usize = SUB + POWERS * SUB;
 
-/// The bucket that holds `ns`.
+/// The bucket that holds `ns`. Without a branch: with `e = floor(log2(ns | SUB))`
+/// (`SUB_BITS` for a value below `SUB`), `ns >> (e - SUB_BITS)` is the value's
+/// top `SUB_BITS + 1` bits, `SUB + sub` (or the value itself below `SUB`), so
+/// adding `SUB` per power above the linear start gives the index.
 #[inline]
 pub fn bucket_of(ns: u64) -> usize {
-    if ns < SUB as u64 {
-        return ns as usize;
-    }
-    let e = 63 - ns.leading_zeros(); // floor(log2 ns), >= SUB_BITS
-    let sub = ((ns >> (e - SUB_BITS)) as usize) & (SUB - 1);
-    let i = SUB + (e - SUB_BITS) as usize * SUB + sub;
+    let shift = 63 - (ns | SUB as u64).leading_zeros() - SUB_BITS;
+    let i = ((shift as usize) << SUB_BITS) + (ns >> shift) as usize;
     i.min(BUCKETS - 1)
 }
 
@@ -90,8 +89,9 @@ fn bucket_mid(i: usize) -> u64 {
 /// same tolerance as `stats` totals.
 pub struct Histogram {
     /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
-    /// so that [`bucket_of`]'s index needs no bounds check.
-    buckets: Box<[AtomicU64; BUCKETS]>,
+    /// so that [`bucket_of`]'s index needs no bounds check, and in place, so that
+    /// a record loads no pointer to it.
+    buckets: [AtomicU64; BUCKETS],
     /// Total units recorded (owner writes, any thread reads).
     sum: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
@@ -101,7 +101,7 @@ pub struct Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
@@ -310,6 +310,25 @@ pub const OTHER: usize = 10;
 #[inline]
 pub fn is_read(offset: usize) -> bool {
     offset < READS.len() * 2
+}
+
+/// Whether the series at `index` is a read's (any protocol, hit or miss).
+#[inline]
+pub fn is_read_series(index: usize) -> bool {
+    is_read(index % PER_PROTOCOL)
+}
+
+/// The series of commands that name a key, as a mask by index: all but each
+/// protocol's `other` (the requests hot keys sample).
+const KEYED: u64 = {
+    let all = (1u64 << SERIES_COUNT) - 1;
+    all & !(1 << (TEXT + OTHER)) & !(1 << (META + OTHER)) & !(1 << (BINARY + OTHER))
+};
+
+/// Whether the series at `index` is a command's that names a key (not `other`).
+#[inline(always)]
+pub fn is_keyed(index: u8) -> bool {
+    (KEYED >> (index & 63)) & 1 != 0
 }
 
 /// The name of the series at `index`, as [`series_name`] writes it, made once.
@@ -600,6 +619,11 @@ mod tests {
                 assert_eq!(is_read(off), c == "get" || c == "gat");
             }
             assert_eq!(series_index(p, "get", false), Some(base + GET + 1));
+        }
+        for i in 0..SERIES_COUNT {
+            let s = series(i);
+            assert_eq!(is_keyed(i as u8), s.command != "other", "{s:?}");
+            assert_eq!(is_read_series(i), !s.outcome.is_empty(), "{s:?}");
         }
         assert_eq!(series_label(META + GAT + 1), "meta_gat_miss");
         assert_eq!(series_label(BINARY + SET), "binary_set");

@@ -37,13 +37,17 @@ use memcrab_store::{
 use super::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Looked, Visit};
+use super::probe::{mark, mark_read};
 use super::store::{self, Store};
 use super::{Flow, Seen};
+use crate::admin::latency::{DECR, DELETE, GET, INCR, META, OTHER, SET};
 use crate::out::Out;
 use crate::server::Ctx;
 
-/// Executes one meta request, appending its reply to `out`.
+/// Executes one meta request, appending its reply to `out`, and [`mark`]s it with
+/// its latency series (`exec/probe.rs`).
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
+    mark(cx, META + OTHER);
     match m {
         Meta::Get { key, flags } => get(&key, &flags, cx, out),
         Meta::Set {
@@ -51,13 +55,17 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             flags,
             mode,
             data,
-        } => set(&key, &flags, mode, data, cx, out),
+        } => {
+            mark(cx, META + SET);
+            set(&key, &flags, mode, data, cx, out)
+        }
         Meta::SetTooLarge {
             key,
             mode,
             cas,
             swallow,
         } => {
+            mark(cx, META + SET);
             let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
             let kbytes = key.decode(&mut kb);
             // memcached: a failed ms must not leave the old value readable (any mode).
@@ -70,8 +78,14 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             out.extend_from_slice(errors::BAD_DATA_CHUNK);
             Flow::Next
         }
-        Meta::Delete { key, flags } => delete(&key, &flags, cx, out),
-        Meta::Arith { key, flags, incr } => arith(&key, &flags, incr, cx, out),
+        Meta::Delete { key, flags } => {
+            mark(cx, META + DELETE);
+            delete(&key, &flags, cx, out)
+        }
+        Meta::Arith { key, flags, incr } => {
+            mark(cx, META + if incr { INCR } else { DECR });
+            arith(&key, &flags, incr, cx, out)
+        }
         Meta::Noop => {
             out.extend_from_slice(reply::MN);
             Flow::Next
@@ -233,6 +247,8 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             Visit::Shown
         }
     });
+    // A hit whose reply failed was not counted: its series is the miss's.
+    mark_read(cx, META + GET, found == Fetch::Hit && !failed);
     if found == Fetch::Hit && failed {
         out.truncate(start);
         out.extend_from_slice(errors::OPAQUE_TOO_LONG);

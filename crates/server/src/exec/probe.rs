@@ -1,17 +1,19 @@
-//! The request step's measurement hook: a [`Probe`] is made when a request has been
-//! parsed and finished when its reply is queued; it records what the server's
-//! `Observe` keeps: the request in its latency series (through the [`Batch`] of
-//! its `Session::serve` call), a sampled request's keys in the hot-key sketches,
-//! and a slow request in the slow log (and `watch slowlog`).
+//! The request step's measurement hook: the executor names each request's latency
+//! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and the request
+//! step, once the reply is queued, records the request ([`done`]): in its latency
+//! series (through the [`Batch`] of its `Session::serve` call), a sampled request's
+//! keys in the hot-key sketches, and a slow request in the slow log (and `watch
+//! slowlog`).
 //!
 //! ```text
-//!   request.rs: serve ──► Batch::begin                (clock read)
-//!     each request: parsed ──► Probe::text / Probe::binary  (series; hot-key countdown)
-//!                               exec::{text,meta,binary}::execute
-//!                              probe.done(cx, out, &flow, &mut batch, key)
-//!                                 (hit or miss; the series joins the batch)
-//!   serve ends ──► Batch::end                          (clock read; each request of
-//!                                                       the batch gets 1/n of it)
+//!   request.rs: serve ──► Batch::begin                  (clock read)
+//!     each request: parsed ──► exec::{text,meta,binary}::execute
+//!                                 mark(cx, series)      (where it counts: a read's
+//!                                                        hit or miss, with its key)
+//!                              done(cx, out, at, &flow, &mut batch, key)
+//!                                 (the series joins the batch; the hot-key countdown)
+//!   serve ends ──► Batch::end                            (clock read; each request of
+//!                                                        the batch gets 1/n of it)
 //! ```
 //!
 //! What a request's time is: the clock is read at a batch's start and end, not per
@@ -24,54 +26,44 @@
 //! log on, each request is timed on its own instead (from the previous one's end),
 //! so that a slow one is found.
 //!
-//! Cost, with histograms and hot keys on (the default): per request, a call that
-//! picks the series (a match on the request), the hot-key countdown and, for a
-//! read, a load of the hit counters; after it, the hit check and a byte appended to
-//! the batch; per batch, two clock reads and a bucket increment, sum and maximum
-//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also copies its
-//! key(s) out of the parsed request as it starts (`HotKeys::begin`, out of line)
-//! and counts them as it ends (`HotKeys::end`: a hash and two small sketches,
-//! under its worker's sketch lock, taken once each time). With `-o
+//! Cost, with histograms and hot keys on (the default): per request, a byte stored
+//! by the executor (its series), then a load of it, a byte appended to the batch,
+//! and for a request with a key the hot-key countdown; per batch, two clock reads
+//! and a bucket increment, sum and maximum per request. A sampled request, one in
+//! `hotkeys::SAMPLE_RATE` of those with a key, finds its key(s) again (a text
+//! request is parsed again) and counts them (`HotKeys::begin` and `end`: a hash and
+//! two small sketches, under its worker's sketch lock). With `-o
 //! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
 //! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
-//! key of it was found (`get_hits` or `touch_hits` moved: a multi-get with any key
-//! found is a hit). A multi-get that pauses for a full output buffer is recorded in
-//! the batch of its last resumption. Parse errors are not requests and are not
-//! recorded.
+//! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
+//! any key found is a hit). A multi-get that pauses for a full output buffer is
+//! recorded in the batch of its last resumption, as a hit when a key of that
+//! resumption was. Parse errors are not requests and are not recorded.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memcrab_proto::binary::{Request as BinRequest, StoreKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
-use memcrab_proto::text::{Config, Keys, Request, StoreCmd};
+use memcrab_proto::text::{Config, Keys, Request};
 
 use super::Flow;
-use crate::admin::latency::{
-    self, BINARY, CAS, DECR, DELETE, GAT, GET, INCR, META, OTHER, SET, TEXT, TOUCH,
-};
+use crate::admin::latency;
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
-/// One request in flight: its series, and what its record needs after the
-/// executor. One word, so that it is returned and kept in a register; the key is
-/// not kept (a sampled request's key(s) wait in its worker's `HotKeys`, a slow
-/// request's is found again in the request's bytes, which outlive the step), nor,
-/// for a sampled read, the output's length before (`HotKeys` keeps it too).
-pub struct Probe {
-    /// For a read, the low 32 bits of `get_hits + touch_hits` before (a request
-    /// does not move them by 2^32).
-    hits: u32,
-    /// Its latency series (for a read, the hit's).
-    series: u8,
-    /// A read: `hits` is set, and the series is the miss's if they do not move.
-    read: bool,
-    /// Hot keys sample this request.
-    sampled: bool,
-    /// `sampled`, or the slow log is on: [`kept`] sees it when it ends.
-    kept: bool,
+/// The executor names the request's latency series (`latency::TEXT +
+/// latency::SET`, ...), where it counts the request.
+#[inline(always)]
+pub fn mark(cx: &Ctx<'_>, series: usize) {
+    cx.series.set(series as u8);
+}
+
+/// [`mark`] for a read: `series` is its hit's, and a miss's is the next.
+#[inline(always)]
+pub fn mark_read(cx: &Ctx<'_>, series: usize, hit: bool) {
+    mark(cx, series + usize::from(!hit));
 }
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
@@ -91,122 +83,37 @@ impl<'r> Key<'r> {
     }
 }
 
-impl Probe {
-    /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
-    /// Kept out of line: inlined into the request step, it made the compiler copy
-    /// the parsed request before its executor (some 30 instructions a request, with
-    /// measurement on or off); with the `obs` check outside it, a measured request
-    /// cost some 16 instructions more (callgrind, W2).
-    #[inline(never)]
-    pub fn text(cx: &Ctx<'_>, req: &Request<'_>, out: &Out) -> Option<Self> {
-        let w = cx.obs?;
-        let (base, kind) = match req {
-            Request::Get { touch: None, .. } => (TEXT, GET),
-            Request::Get { .. } => (TEXT, GAT),
-            Request::Store { cmd, .. } | Request::TooLarge { cmd, .. } => (TEXT, store(*cmd)),
-            Request::Delete { .. } => (TEXT, DELETE),
-            Request::Arith { incr: true, .. } => (TEXT, INCR),
-            Request::Arith { .. } => (TEXT, DECR),
-            Request::Touch { .. } => (TEXT, TOUCH),
-            Request::Meta(m) => (META, meta(m)),
-            _ => (TEXT, OTHER),
+/// The request's reply is queued (or the request ended as `flow` says), and its
+/// executor has [`mark`]ed its series: the request joins `batch` (or, while the
+/// slow log is on, is timed on its own), and a request with a key counts down to
+/// the next hot-key sample. `at` is the output's length before the request; `key`
+/// says where its key is found again for a sampled or a slow request.
+#[inline(always)]
+pub fn done<'r>(
+    cx: &Ctx<'_>,
+    out: &Out,
+    at: usize,
+    flow: &Flow,
+    batch: &mut Batch,
+    key: impl FnOnce() -> Source<'r>,
+) {
+    let Some(w) = cx.obs else { return };
+    if *flow == Flow::Suspend {
+        return;
+    }
+    let series = cx.series.get();
+    if w.batched {
+        batch.push(w, series);
+    }
+    let sampled = w.sample && latency::is_keyed(series) && w.hotkeys.sampled();
+    if sampled || w.slowlog_on {
+        let series = usize::from(series);
+        let ns = if w.slowlog_on {
+            batch.exact(w, series)
+        } else {
+            0
         };
-        let p = Probe::start(cx, w, base, kind);
-        if p.sampled {
-            begin_text(w, req, out.len());
-        }
-        Some(p)
-    }
-
-    /// A probe for a decoded binary request, whose packet has this key and
-    /// `value_len` value bytes.
-    #[inline]
-    pub fn binary(
-        cx: &Ctx<'_>,
-        req: &BinRequest<'_>,
-        key: &[u8],
-        value_len: usize,
-        out: &Out,
-    ) -> Option<Self> {
-        let w = cx.obs?;
-        let offset = match *req {
-            BinRequest::Get {
-                touch, no_value, ..
-            } => match (touch, no_value) {
-                (None, _) => GET,
-                (Some(_), true) => TOUCH,
-                (Some(_), false) => GAT,
-            },
-            BinRequest::Store { kind, cas, .. } => {
-                if cas != 0 && kind != StoreKind::Add {
-                    CAS
-                } else {
-                    SET
-                }
-            }
-            BinRequest::Delete { .. } => DELETE,
-            BinRequest::Arith { incr, .. } => {
-                if incr {
-                    INCR
-                } else {
-                    DECR
-                }
-            }
-            _ => OTHER,
-        };
-        let p = Probe::start(cx, w, BINARY, offset);
-        if p.sampled {
-            let stored = if p.read { 0 } else { value_len };
-            w.hotkeys.begin(std::iter::once(key), stored, out.len());
-        }
-        Some(p)
-    }
-
-    #[inline(always)]
-    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize) -> Self {
-        let read = latency::is_read(kind);
-        let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
-        Probe {
-            hits: if read { hits(cx) } else { 0 },
-            series: (base + kind) as u8,
-            read,
-            sampled,
-            kept: sampled || w.slowlog_on,
-        }
-    }
-
-    /// The reply is queued (or the request ended as `flow` says): the request
-    /// joins `batch` (or, while the slow log is on, is timed on its own), and a
-    /// sampled one is counted in the hot keys. `key` says where the request's key
-    /// is found again for the slow log.
-    #[inline(always)]
-    pub fn done<'r>(
-        self,
-        cx: &Ctx<'_>,
-        out: &Out,
-        flow: &Flow,
-        batch: &mut Batch,
-        key: impl FnOnce() -> Source<'r>,
-    ) {
-        if *flow == Flow::Suspend {
-            return;
-        }
-        let Some(w) = cx.obs else { return };
-        let mut series = self.series as usize;
-        if self.read {
-            series += usize::from(hits(cx) == self.hits);
-        }
-        if w.batched {
-            batch.push(w, series);
-        }
-        if self.kept {
-            let ns = if w.slowlog_on {
-                batch.exact(w, series)
-            } else {
-                0
-            };
-            kept(cx, w, self, key(), series, ns, out.len());
-        }
+        kept(cx, w, sampled, key(), series, ns, at, out.len());
     }
 }
 
@@ -241,10 +148,10 @@ impl Default for Batch {
 }
 
 impl Batch {
-    /// A batch starts: reads the clock, where requests are timed.
+    /// A batch starts: reads the clock, where requests are timed. (No request is
+    /// pending: [`Batch::end`] records them all.)
     #[inline(always)]
     pub fn begin(&mut self, cx: &Ctx<'_>) {
-        self.n = 0;
         self.start = match cx.obs {
             Some(w) if w.timed => w.ticks.now(),
             _ => 0,
@@ -269,12 +176,12 @@ impl Batch {
         }
     }
 
+    /// A request of `series` joins the batch (a full batch is recorded early).
     #[inline(always)]
-    fn push(&mut self, w: &WorkerObs, series: usize) {
-        if let Some(s) = self.series.get_mut(self.n) {
-            *s = series as u8;
-            self.n += 1;
-        }
+    fn push(&mut self, w: &WorkerObs, series: u8) {
+        // `n` stays below BATCH: the mask only spares a bounds check.
+        self.series[self.n % BATCH] = series;
+        self.n += 1;
         if self.n == BATCH {
             self.record(w);
         }
@@ -313,48 +220,49 @@ impl Batch {
     }
 }
 
-/// After a sampled request, or any while the slow log is on: the slow log when it
-/// took `ns` or longer, and the hot keys when sampled.
+/// After a sampled request, or any while the slow log is on: the hot keys count
+/// a sampled one (its key(s) found again in `source`, the reply from `at` to
+/// `out`), and the slow log takes it when it took `ns` or longer.
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn kept(
     cx: &Ctx<'_>,
     w: &WorkerObs,
-    probe: Probe,
+    sampled: bool,
     source: Source<'_>,
     series: usize,
     ns: u64,
+    at: usize,
     out: usize,
 ) {
-    if probe.sampled {
-        w.hotkeys.end(probe.read, out);
+    let slow = w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns);
+    if !sampled && !slow {
+        return;
     }
-    if w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns) {
-        let key = match source {
-            Source::Text(input, cfg) => text_key_in(input, cfg).0,
-            Source::Binary(key) => Key::One(key),
-        };
+    let (key, stored) = match source {
+        Source::Text(input, cfg) => text_key_in(input, cfg),
+        Source::Binary(key, stored) => (Key::One(key), stored),
+    };
+    if sampled {
+        match key.clone() {
+            Key::One(k) => w.hotkeys.begin(std::iter::once(k), stored, at),
+            Key::Many(keys) => w.hotkeys.begin(keys, stored, at),
+        }
+        w.hotkeys.end(latency::is_read_series(series), out);
+    }
+    if slow {
         slow_request(cx, series, key.first(), ns / 1000);
     }
 }
 
-/// A sampled text request starts: its key(s), and the value bytes it stores, are
-/// kept until it ends ([`HotKeys::begin`](crate::admin::hotkeys::HotKeys::begin)).
-#[cold]
-#[inline(never)]
-fn begin_text(w: &WorkerObs, req: &Request<'_>, out: usize) {
-    match text_key(req) {
-        (Key::One(k), stored) => w.hotkeys.begin(std::iter::once(k), stored, out),
-        (Key::Many(keys), stored) => w.hotkeys.begin(keys, stored, out),
-    }
-}
-
-/// Where a finished request's key(s) are found again for the slow log: a text
-/// request at the front of this input (parsed again with this configuration: the
-/// request itself went to its executor), or a binary request's key.
+/// Where a finished request's key(s) are found again for the hot keys or the slow
+/// log: a text request at the front of this input (parsed again with this
+/// configuration: the request itself went to its executor), or a binary request's
+/// key and the value bytes it carried.
 pub enum Source<'r> {
     Text(&'r [u8], &'r Config),
-    Binary(&'r [u8]),
+    Binary(&'r [u8], usize),
 }
 
 /// The key(s) and value bytes of the text request at the front of `input`.
@@ -383,36 +291,6 @@ fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
             _ => (Key::One(&[]), 0),
         },
         _ => (Key::One(&[]), 0),
-    }
-}
-
-/// `get_hits + touch_hits` of this worker (their low 32 bits): a read hit moves
-/// one of them.
-#[inline]
-fn hits(cx: &Ctx<'_>) -> u32 {
-    let c = cx.counters;
-    c.get_hits.get().wrapping_add(c.touch_hits.get()) as u32
-}
-
-#[inline]
-fn store(cmd: StoreCmd) -> usize {
-    if cmd == StoreCmd::Cas {
-        CAS
-    } else {
-        SET
-    }
-}
-
-/// A meta request's series within the meta protocol.
-#[inline]
-fn meta(m: &Meta<'_>) -> usize {
-    match m {
-        Meta::Get { .. } => GET,
-        Meta::Set { .. } | Meta::SetTooLarge { .. } => SET,
-        Meta::Delete { .. } => DELETE,
-        Meta::Arith { incr: true, .. } => INCR,
-        Meta::Arith { .. } => DECR,
-        _ => OTHER,
     }
 }
 

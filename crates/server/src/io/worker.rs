@@ -54,6 +54,7 @@ impl Worker {
                 .any
                 .then(|| server.observe.workers.get(self.id))
                 .flatten(),
+            series: Cell::new(0),
         }
     }
 }
