@@ -402,7 +402,6 @@ impl Session {
     ) -> Option<Done> {
         let (consumed, flow) = match parsed {
             Ok(req) => {
-                let at = out.len();
                 // Meta requests come through the text parser but have their own
                 // executor, beside the classic commands'.
                 let flow = match req {
@@ -410,9 +409,7 @@ impl Session {
                     req => exec::text::execute(req, cx, out, &mut self.resume, out_limit),
                 };
                 let cfg = &self.cfg;
-                probe::done(cx, out, at, &flow, &mut self.batch, || {
-                    Source::Text(input, cfg)
-                });
+                probe::done(cx, out, &flow, &mut self.batch, || Source::Text(input, cfg));
                 match flow {
                     Flow::Suspend => (0, Flow::Suspend),
                     Flow::Swallow(n) => {
@@ -504,10 +501,8 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
-        let at = out.len();
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
-        let source = || Source::Binary(key, value_len);
-        probe::done(cx, out, at, &flow, &mut self.batch, source);
+        probe::done(cx, out, &flow, &mut self.batch, || Source::Binary(key));
         if let Flow::Swallow(n) = flow {
             self.swallow = n;
         }

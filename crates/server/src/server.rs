@@ -357,6 +357,10 @@ pub struct Ctx<'a> {
     /// miss included), and the request step reads it when the reply is queued
     /// (`exec/probe.rs`). Only this worker's thread touches it.
     pub series: Cell<u8>,
+    /// Hot keys sample the request being executed: its executor kept its key(s)
+    /// (`exec/probe.rs`, `hot`), and the request step counts them when the reply is
+    /// queued. Only this worker's thread touches it.
+    pub sampled: Cell<bool>,
 }
 
 impl Ctx<'_> {

@@ -9,6 +9,8 @@
 //! before waiting for a value, and calls [`execute`] once the whole packet is
 //! buffered.
 
+use std::iter::once;
+
 use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
 use memcrab_proto::text;
 use memcrab_store::{
@@ -19,7 +21,7 @@ use super::admin;
 use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
-use super::probe::{mark, mark_read};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::Flow;
 use crate::admin::latency::{BINARY, CAS, DECR, DELETE, GAT, GET, INCR, OTHER, SET, TOUCH};
@@ -105,6 +107,7 @@ pub fn execute(
             touch,
             no_value,
         } => {
+            hot(cx, || once(key), 0, out);
             let touch = touch.map(|t| clock.realtime(i64::from(t)));
             let found = get(h, key, touch, with_key, no_value, cx, out);
             // TOUCH is no read: one series, hit or miss.
@@ -137,6 +140,7 @@ pub fn execute(
                 SET
             };
             mark(cx, BINARY + series);
+            hot(cx, || once(key), value.len(), out);
             // Under -C items carry no CAS, so memcached never sees the request's.
             let cas = if cx.server.settings.use_cas { cas } else { 0 };
             let (mode, opts) = store_mode(kind, cas);
@@ -156,6 +160,7 @@ pub fn execute(
         }
         Request::Delete { key, quiet, cas } => {
             mark(cx, BINARY + DELETE);
+            hot(cx, || once(key), 0, out);
             let d = Delete {
                 key,
                 opts: DeleteOpts {
@@ -182,6 +187,7 @@ pub fn execute(
             cas,
         } => {
             mark(cx, BINARY + if incr { INCR } else { DECR });
+            hot(cx, || once(key), 0, out);
             let opts = DeltaOpts {
                 compare_cas: (cas != 0).then_some(cas),
                 vivify: (exptime != NO_CREATE).then(|| Vivify {

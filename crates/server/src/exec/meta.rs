@@ -24,6 +24,8 @@
 //! - `me`'s `cls` is computed from memcached's default slab classes for the item's
 //!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
 
+use std::iter::once;
+
 use memcrab_proto::text::meta::{
     errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX,
 };
@@ -37,7 +39,7 @@ use memcrab_store::{
 use super::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Looked, Visit};
-use super::probe::{mark, mark_read};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::{Flow, Seen};
 use crate::admin::latency::{DECR, DELETE, GET, INCR, META, OTHER, SET};
@@ -49,7 +51,10 @@ use crate::server::Ctx;
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
     mark(cx, META + OTHER);
     match m {
-        Meta::Get { key, flags } => get(&key, &flags, cx, out),
+        Meta::Get { key, flags } => {
+            hot(cx, || once(key.raw()), 0, out);
+            get(&key, &flags, cx, out)
+        }
         Meta::Set {
             key,
             flags,
@@ -57,6 +62,7 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             data,
         } => {
             mark(cx, META + SET);
+            hot(cx, || once(key.raw()), data.len(), out);
             set(&key, &flags, mode, data, cx, out)
         }
         Meta::SetTooLarge {
@@ -66,6 +72,7 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             swallow,
         } => {
             mark(cx, META + SET);
+            hot(cx, || once(key.raw()), 0, out);
             let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
             let kbytes = key.decode(&mut kb);
             // memcached: a failed ms must not leave the old value readable (any mode).
@@ -80,10 +87,12 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
         }
         Meta::Delete { key, flags } => {
             mark(cx, META + DELETE);
+            hot(cx, || once(key.raw()), 0, out);
             delete(&key, &flags, cx, out)
         }
         Meta::Arith { key, flags, incr } => {
             mark(cx, META + if incr { INCR } else { DECR });
+            hot(cx, || once(key.raw()), 0, out);
             arith(&key, &flags, incr, cx, out)
         }
         Meta::Noop => {

@@ -1,5 +1,7 @@
-//! The request step's measurement hook: the executor names each request's latency
-//! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and the request
+//! The request step's measurement hook. The executor names each request's latency
+//! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and a request
+//! with a key counts down to the next hot-key sample where its executor holds the
+//! key ([`hot`]: a sampled one keeps its key(s), `Ctx::sampled`). The request
 //! step, once the reply is queued, records the request ([`done`]): in its latency
 //! series (through the [`Batch`] of its `Session::serve` call), a sampled request's
 //! keys in the hot-key sketches, and a slow request in the slow log (and `watch
@@ -8,10 +10,12 @@
 //! ```text
 //!   request.rs: serve ──► Batch::begin                  (clock read)
 //!     each request: parsed ──► exec::{text,meta,binary}::execute
+//!                                 hot(cx, keys, ..)     (a request with a key: the
+//!                                                        hot-key countdown)
 //!                                 mark(cx, series)      (where it counts: a read's
-//!                                                        hit or miss, with its key)
-//!                              done(cx, out, at, &flow, &mut batch, key)
-//!                                 (the series joins the batch; the hot-key countdown)
+//!                                                        hit or miss)
+//!                              done(cx, out, &flow, &mut batch, key)
+//!                                 (the series joins the batch; a sample is counted)
 //!   serve ends ──► Batch::end                            (clock read; each request of
 //!                                                        the batch gets 1/n of it)
 //! ```
@@ -27,20 +31,22 @@
 //! so that a slow one is found.
 //!
 //! Cost, with histograms and hot keys on (the default): per request, a byte stored
-//! by the executor (its series), then a load of it, a byte appended to the batch,
-//! and for a request with a key the hot-key countdown; per batch, two clock reads
-//! and a bucket increment, sum and maximum per request. A sampled request, one in
-//! `hotkeys::SAMPLE_RATE` of those with a key, finds its key(s) again (a text
-//! request is parsed again) and counts them (`HotKeys::begin` and `end`: a hash and
-//! two small sketches, under its worker's sketch lock). With `-o
-//! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
-//! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
+//! by the executor (its series) and, for a request with a key, the hot-key
+//! countdown; after it, a load of the series, a byte appended to the batch and a
+//! check of `Ctx::sampled`; per batch, two clock reads and a bucket increment, sum
+//! and maximum per request. A sampled request, one in `hotkeys::SAMPLE_RATE` of
+//! those with a key, copies its key(s) as its executor starts it
+//! (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash and two
+//! small sketches, under its worker's sketch lock, taken once each time). With `-o
+//! latency=off,hotkeys=off` and no slow log, a load and a branch or two. Measured
+//! in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
 //! any key found is a hit). A multi-get that pauses for a full output buffer is
 //! recorded in the batch of its last resumption, as a hit when a key of that
-//! resumption was. Parse errors are not requests and are not recorded.
+//! resumption was (a sample taken as it paused is dropped). Parse errors are not
+//! requests and are not recorded.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -66,6 +72,39 @@ pub fn mark_read(cx: &Ctx<'_>, series: usize, hit: bool) {
     mark(cx, series + usize::from(!hit));
 }
 
+/// A request with a key (every one whose series is not `other`) starts: it counts
+/// down to the next hot-key sample, and a sampled one keeps its key(s) (`keys`,
+/// called only then), the value bytes it stores and the output's length until
+/// [`done`] counts it. Called by its executor, which holds the key(s), before the
+/// request changes anything.
+#[inline(always)]
+pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
+    cx: &Ctx<'_>,
+    keys: impl FnOnce() -> I,
+    stored: usize,
+    out: &Out,
+) {
+    if let Some(w) = cx.obs {
+        if w.sample && w.hotkeys.sampled() {
+            sample(cx, w, keys(), stored, out.len());
+        }
+    }
+}
+
+/// [`hot`]'s sampled request: its key(s) are kept (`HotKeys::begin`).
+#[cold]
+#[inline(never)]
+fn sample<'k>(
+    cx: &Ctx<'_>,
+    w: &WorkerObs,
+    keys: impl Iterator<Item = &'k [u8]>,
+    stored: usize,
+    at: usize,
+) {
+    w.hotkeys.begin(keys, stored, at);
+    cx.sampled.set(true);
+}
+
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
 #[derive(Clone)]
 enum Key<'r> {
@@ -85,35 +124,28 @@ impl<'r> Key<'r> {
 
 /// The request's reply is queued (or the request ended as `flow` says), and its
 /// executor has [`mark`]ed its series: the request joins `batch` (or, while the
-/// slow log is on, is timed on its own), and a request with a key counts down to
-/// the next hot-key sample. `at` is the output's length before the request; `key`
-/// says where its key is found again for a sampled or a slow request.
+/// slow log is on, is timed on its own), and a sampled one is counted in the hot
+/// keys. `key` says where its key is found again for the slow log.
 #[inline(always)]
 pub fn done<'r>(
     cx: &Ctx<'_>,
     out: &Out,
-    at: usize,
     flow: &Flow,
     batch: &mut Batch,
     key: impl FnOnce() -> Source<'r>,
 ) {
     let Some(w) = cx.obs else { return };
     if *flow == Flow::Suspend {
+        // Resumed, the request is started (and may be sampled) again.
+        cx.sampled.set(false);
         return;
     }
     let series = cx.series.get();
     if w.batched {
         batch.push(w, series);
     }
-    let sampled = w.sample && latency::is_keyed(series) && w.hotkeys.sampled();
-    if sampled || w.slowlog_on {
-        let series = usize::from(series);
-        let ns = if w.slowlog_on {
-            batch.exact(w, series)
-        } else {
-            0
-        };
-        kept(cx, w, sampled, key(), series, ns, at, out.len());
+    if cx.sampled.get() || w.slowlog_on {
+        kept(cx, w, batch, key, usize::from(series), out.len());
     }
 }
 
@@ -220,77 +252,62 @@ impl Batch {
     }
 }
 
-/// After a sampled request, or any while the slow log is on: the hot keys count
-/// a sampled one (its key(s) found again in `source`, the reply from `at` to
-/// `out`), and the slow log takes it when it took `ns` or longer.
+/// After a sampled request, or any while the slow log is on: the hot keys count a
+/// sampled one (the reply up to `out` bytes of output), and the slow log takes it
+/// when it took long enough (its key found again where `source` says).
 #[cold]
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn kept(
+fn kept<'r>(
     cx: &Ctx<'_>,
     w: &WorkerObs,
-    sampled: bool,
-    source: Source<'_>,
+    batch: &mut Batch,
+    source: impl FnOnce() -> Source<'r>,
     series: usize,
-    ns: u64,
-    at: usize,
     out: usize,
 ) {
-    let slow = w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns);
-    if !sampled && !slow {
-        return;
-    }
-    let (key, stored) = match source {
-        Source::Text(input, cfg) => text_key_in(input, cfg),
-        Source::Binary(key, stored) => (Key::One(key), stored),
-    };
-    if sampled {
-        match key.clone() {
-            Key::One(k) => w.hotkeys.begin(std::iter::once(k), stored, at),
-            Key::Many(keys) => w.hotkeys.begin(keys, stored, at),
-        }
+    if cx.sampled.replace(false) {
         w.hotkeys.end(latency::is_read_series(series), out);
     }
-    if slow {
-        slow_request(cx, series, key.first(), ns / 1000);
+    if w.slowlog_on {
+        let ns = batch.exact(w, series);
+        if cx.server.observe.slowlog.is_slow_ns(ns) {
+            let key = match source() {
+                Source::Text(input, cfg) => text_key_in(input, cfg),
+                Source::Binary(key) => Key::One(key),
+            };
+            slow_request(cx, series, key.first(), ns / 1000);
+        }
     }
 }
 
-/// Where a finished request's key(s) are found again for the hot keys or the slow
-/// log: a text request at the front of this input (parsed again with this
-/// configuration: the request itself went to its executor), or a binary request's
-/// key and the value bytes it carried.
+/// Where a finished request's key(s) are found again for the slow log: a text
+/// request at the front of this input (parsed again with this configuration: the
+/// request itself went to its executor), or a binary request's key.
 pub enum Source<'r> {
     Text(&'r [u8], &'r Config),
-    Binary(&'r [u8], usize),
+    Binary(&'r [u8]),
 }
 
-/// The key(s) and value bytes of the text request at the front of `input`.
-fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> (Key<'r>, usize) {
-    match memcrab_proto::text::parse(input, cfg) {
-        Some((Ok(req), _)) => text_key(&req),
-        _ => (Key::One(&[]), 0),
-    }
-}
-
-/// A text request's key(s) and value bytes.
-fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
+/// The key(s) of the text request at the front of `input`.
+fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> Key<'r> {
+    let Some((Ok(req), _)) = memcrab_proto::text::parse(input, cfg) else {
+        return Key::One(&[]);
+    };
     match req {
-        Request::Get { keys, .. } => (Key::Many(keys.clone()), 0),
-        Request::Store { key, data, .. } => (Key::One(key), data.len()),
-        Request::TooLarge { key, .. }
+        Request::Get { keys, .. } => Key::Many(keys),
+        Request::Store { key, .. }
+        | Request::TooLarge { key, .. }
         | Request::Delete { key, .. }
         | Request::Arith { key, .. }
-        | Request::Touch { key, .. } => (Key::One(key), 0),
-        Request::Meta(m) => match m {
+        | Request::Touch { key, .. } => Key::One(key),
+        Request::Meta(
             Meta::Get { key, .. }
+            | Meta::Set { key, .. }
             | Meta::SetTooLarge { key, .. }
             | Meta::Delete { key, .. }
-            | Meta::Arith { key, .. } => (Key::One(key.raw()), 0),
-            Meta::Set { key, data, .. } => (Key::One(key.raw()), data.len()),
-            _ => (Key::One(&[]), 0),
-        },
-        _ => (Key::One(&[]), 0),
+            | Meta::Arith { key, .. },
+        ) => Key::One(key.raw()),
+        _ => Key::One(&[]),
     }
 }
 

@@ -4,6 +4,8 @@
 //! through the same parser, but the request step hands them to `exec/meta.rs`,
 //! which stands beside this file.
 
+use std::iter::once;
+
 use memcrab_proto::text::watch::DeleteCmd;
 use memcrab_proto::text::{reply, Keys, Request, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
@@ -14,7 +16,7 @@ use super::admin::{self, MemLimitRefused, Shutdown};
 use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
-use super::probe::{mark, mark_read};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::{Flow, Resume};
 use crate::admin::latency::{CAS, DECR, DELETE, GAT, GET, INCR, OTHER, SET, TEXT, TOUCH};
@@ -64,6 +66,7 @@ pub fn execute(
             noreply,
         } => {
             mark(cx, TEXT + store_series(cmd));
+            hot(cx, || once(key), data.len(), out);
             let r = set(cmd, key, flags, exptime, data, cas_unique, cx);
             put(out, noreply, r);
         }
@@ -74,6 +77,7 @@ pub fn execute(
             noreply,
         } => {
             mark(cx, TEXT + store_series(cmd));
+            hot(cx, || once(key), 0, out);
             // memcached: a failed set must not leave the old value readable.
             store::too_large(cx, key, Some(cmd), true, cmd == StoreCmd::Set);
             put(out, noreply, reply::TOO_LARGE);
@@ -81,6 +85,7 @@ pub fn execute(
         }
         Request::Delete { key, noreply } => {
             mark(cx, TEXT + DELETE);
+            hot(cx, || once(key), 0, out);
             put(out, noreply, delete(key, cx));
         }
         Request::Arith {
@@ -90,6 +95,7 @@ pub fn execute(
             noreply,
         } => {
             mark(cx, TEXT + if incr { INCR } else { DECR });
+            hot(cx, || once(key), 0, out);
             match arith(cx, key, incr, delta, &DeltaOpts::default(), false) {
                 Delta::Value(v) if !noreply => reply::number(out, v.value),
                 Delta::Value(_) => {}
@@ -105,6 +111,7 @@ pub fn execute(
             noreply,
         } => {
             mark(cx, TEXT + TOUCH);
+            hot(cx, || once(key), 0, out);
             put(out, noreply, touch(key, exptime, cx));
         }
         Request::Stats { sub, arg } => {
@@ -261,6 +268,7 @@ fn get(
         Counts::Get
     };
     let series = TEXT + if touch.is_some() { GAT } else { GET };
+    hot(cx, || keys.clone(), 0, out);
     let fetcher = Fetcher::new(cx, counts, true);
     let mut hit = false;
     let start = out.len();

@@ -55,6 +55,7 @@ impl Worker {
                 .then(|| server.observe.workers.get(self.id))
                 .flatten(),
             series: Cell::new(0),
+            sampled: Cell::new(false),
         }
     }
 }
