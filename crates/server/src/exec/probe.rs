@@ -143,9 +143,11 @@ pub fn done<'r>(
     let series = cx.series.get();
     if w.batched {
         batch.push(w, series);
+    } else if w.slowlog_on {
+        slow(cx, w, batch, key, usize::from(series));
     }
-    if cx.sampled.get() || w.slowlog_on {
-        kept(cx, w, batch, key, usize::from(series), out.len());
+    if cx.sampled.get() {
+        counted(cx, w, usize::from(series), out.len());
     }
 }
 
@@ -239,8 +241,6 @@ impl Batch {
     /// While the slow log is on: the request just finished took the time since the
     /// previous one (or the batch's start), in nanoseconds; recorded in its series
     /// when the histograms are on.
-    #[cold]
-    #[inline(never)]
     fn exact(&mut self, w: &WorkerObs, series: usize) -> u64 {
         let now = w.ticks.now();
         let units = now.saturating_sub(self.start);
@@ -252,31 +252,33 @@ impl Batch {
     }
 }
 
-/// After a sampled request, or any while the slow log is on: the hot keys count a
-/// sampled one (the reply up to `out` bytes of output), and the slow log takes it
-/// when it took long enough (its key found again where `source` says).
+/// A sampled request ends: the hot keys count the key(s) its executor kept, and
+/// (for a read) the reply up to `out` bytes of output.
 #[cold]
 #[inline(never)]
-fn kept<'r>(
+fn counted(cx: &Ctx<'_>, w: &WorkerObs, series: usize, out: usize) {
+    cx.sampled.set(false);
+    w.hotkeys.end(latency::is_read_series(series), out);
+}
+
+/// While the slow log is on, a request ends: timed on its own, and logged when it
+/// took long enough (its key found again where `source` says).
+#[cold]
+#[inline(never)]
+fn slow<'r>(
     cx: &Ctx<'_>,
     w: &WorkerObs,
     batch: &mut Batch,
     source: impl FnOnce() -> Source<'r>,
     series: usize,
-    out: usize,
 ) {
-    if cx.sampled.replace(false) {
-        w.hotkeys.end(latency::is_read_series(series), out);
-    }
-    if w.slowlog_on {
-        let ns = batch.exact(w, series);
-        if cx.server.observe.slowlog.is_slow_ns(ns) {
-            let key = match source() {
-                Source::Text(input, cfg) => text_key_in(input, cfg),
-                Source::Binary(key) => Key::One(key),
-            };
-            slow_request(cx, series, key.first(), ns / 1000);
-        }
+    let ns = batch.exact(w, series);
+    if cx.server.observe.slowlog.is_slow_ns(ns) {
+        let key = match source() {
+            Source::Text(input, cfg) => text_key_in(input, cfg),
+            Source::Binary(key) => Key::One(key),
+        };
+        slow_request(cx, series, key.first(), ns / 1000);
     }
 }
 
