@@ -33,13 +33,14 @@
 //! Cost, with histograms and hot keys on (the default): per request, a byte stored
 //! by the executor (its series) and, for a request with a key, the hot-key
 //! countdown; after it, a load of the series, a byte appended to the batch and a
-//! check of `Ctx::sampled`; per batch, two clock reads and a bucket increment, sum
-//! and maximum per request. A sampled request, one in `hotkeys::SAMPLE_RATE` of
-//! those with a key, copies its key(s) as its executor starts it
-//! (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash and two
-//! small sketches, under its worker's sketch lock, taken once each time). With `-o
-//! latency=off,hotkeys=off` and no slow log, a load and a branch or two. Measured
-//! in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
+//! check of `Ctx::sampled`; per batch, two clock reads and, per run of one series,
+//! a bucket increment, sum and maximum. A sampled request, one in
+//! `hotkeys::SAMPLE_RATE` of those with a key, copies its key(s) as its executor
+//! starts it (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash
+//! and two small sketches, under its worker's sketch lock, taken once each time).
+//! With `-o latency=off,hotkeys=off` and no slow log, the series byte and two
+//! checks of `Ctx::obs` (one in the executor for a request with a key, one after).
+//! Measured in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
