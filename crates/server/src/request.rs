@@ -408,8 +408,9 @@ impl Session {
                     Request::Meta(m) => exec::meta::execute(m, cx, out),
                     req => exec::text::execute(req, cx, out, &mut self.resume, out_limit),
                 };
-                let cfg = &self.cfg;
-                probe::done(cx, out, &flow, &mut self.batch, || Source::Text(input, cfg));
+                if probe::done(cx, out, &flow, &mut self.batch) {
+                    probe::slow(cx, &mut self.batch, Source::Text(input, &self.cfg));
+                }
                 match flow {
                     Flow::Suspend => (0, Flow::Suspend),
                     Flow::Swallow(n) => {
@@ -502,7 +503,9 @@ impl Session {
         };
         let value = input.get(prefix..prefix + value_len)?;
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
-        probe::done(cx, out, &flow, &mut self.batch, || Source::Binary(key));
+        if probe::done(cx, out, &flow, &mut self.batch) {
+            probe::slow(cx, &mut self.batch, Source::Binary(key));
+        }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;
         }

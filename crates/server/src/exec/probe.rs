@@ -14,8 +14,9 @@
 //!                                                        hot-key countdown)
 //!                                 mark(cx, series)      (where it counts: a read's
 //!                                                        hit or miss)
-//!                              done(cx, out, &flow, &mut batch, key)
-//!                                 (the series joins the batch; a sample is counted)
+//!                              done(cx, out, &flow, &mut batch)
+//!                                 (the series joins the batch; a sample is counted;
+//!                                  with the slow log on, slow(cx, &mut batch, key))
 //!   serve ends ──► Batch::end                            (clock read; each request of
 //!                                                        the batch gets 1/n of it)
 //! ```
@@ -124,32 +125,28 @@ impl<'r> Key<'r> {
 }
 
 /// The request's reply is queued (or the request ended as `flow` says), and its
-/// executor has [`mark`]ed its series: the request joins `batch` (or, while the
-/// slow log is on, is timed on its own), and a sampled one is counted in the hot
-/// keys. `key` says where its key is found again for the slow log.
+/// executor has [`mark`]ed its series: the request joins `batch`, and a sampled
+/// one is counted in the hot keys. True when the slow log times requests instead
+/// of the batch: the caller then hands the request's key to [`slow`] (kept apart,
+/// so that no other request builds that argument).
 #[inline(always)]
-pub fn done<'r>(
-    cx: &Ctx<'_>,
-    out: &Out,
-    flow: &Flow,
-    batch: &mut Batch,
-    key: impl FnOnce() -> Source<'r>,
-) {
-    let Some(w) = cx.obs else { return };
+#[must_use]
+pub fn done(cx: &Ctx<'_>, out: &Out, flow: &Flow, batch: &mut Batch) -> bool {
+    let Some(w) = cx.obs else { return false };
     if *flow == Flow::Suspend {
         // Resumed, the request is started (and may be sampled) again.
         cx.sampled.set(false);
-        return;
+        return false;
     }
     let series = cx.series.get();
-    if w.batched {
-        batch.push(w, series);
-    } else if w.slowlog_on {
-        slow(cx, w, batch, key, usize::from(series));
-    }
     if cx.sampled.get() {
         counted(cx, w, usize::from(series), out.len());
     }
+    if w.batched {
+        batch.push(w, series);
+        return false;
+    }
+    w.slowlog_on
 }
 
 /// Requests per [`Batch`] at most: a fuller one is recorded early.
@@ -262,20 +259,16 @@ fn counted(cx: &Ctx<'_>, w: &WorkerObs, series: usize, out: usize) {
     w.hotkeys.end(latency::is_read_series(series), out);
 }
 
-/// While the slow log is on, a request ends: timed on its own, and logged when it
-/// took long enough (its key found again where `source` says).
+/// While the slow log is on, a request ends ([`done`] said so): timed on its own,
+/// and logged when it took long enough, with its key found where `source` says.
 #[cold]
 #[inline(never)]
-fn slow<'r>(
-    cx: &Ctx<'_>,
-    w: &WorkerObs,
-    batch: &mut Batch,
-    source: impl FnOnce() -> Source<'r>,
-    series: usize,
-) {
+pub fn slow(cx: &Ctx<'_>, batch: &mut Batch, source: Source<'_>) {
+    let Some(w) = cx.obs else { return };
+    let series = usize::from(cx.series.get());
     let ns = batch.exact(w, series);
     if cx.server.observe.slowlog.is_slow_ns(ns) {
-        let key = match source() {
+        let key = match source {
             Source::Text(input, cfg) => text_key_in(input, cfg),
             Source::Binary(key) => Key::One(key),
         };
