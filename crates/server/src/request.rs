@@ -31,7 +31,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::{self, Action, Request};
 
 use crate::exec::binary::SaslState;
-use crate::exec::probe::{Batch, Probe, Source};
+use crate::exec::probe::{self, Batch, Source};
 use crate::exec::{self, Flow, Resume};
 use crate::out::Out;
 use crate::server::{ConnState, Ctx};
@@ -400,10 +400,6 @@ impl Session {
         out: &mut Out,
         out_limit: usize,
     ) -> Option<Done> {
-        let probe = parsed
-            .as_ref()
-            .ok()
-            .and_then(|req| Probe::text(cx, req, out));
         let (consumed, flow) = match parsed {
             Ok(req) => {
                 // Meta requests come through the text parser but have their own
@@ -412,6 +408,9 @@ impl Session {
                     Request::Meta(m) => exec::meta::execute(m, cx, out),
                     req => exec::text::execute(req, cx, out, &mut self.resume, out_limit),
                 };
+                if probe::done(cx, out, &flow, &mut self.batch) {
+                    probe::slow(cx, &mut self.batch, Source::Text(input, &self.cfg));
+                }
                 match flow {
                     Flow::Suspend => (0, Flow::Suspend),
                     Flow::Swallow(n) => {
@@ -436,10 +435,6 @@ impl Session {
                 Action::Close => (input.len(), Flow::Close),
             },
         };
-        if let Some(p) = probe {
-            let cfg = &self.cfg;
-            p.done(cx, out, &flow, &mut self.batch, || Source::Text(input, cfg));
-        }
         Some(Done {
             consumed,
             flow,
@@ -507,11 +502,9 @@ impl Session {
             }
         };
         let value = input.get(prefix..prefix + value_len)?;
-        let probe = Probe::binary(cx, &req, key, value_len, out);
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
-        if let Some(p) = probe {
-            let at = || Source::Binary(key);
-            p.done(cx, out, &flow, &mut self.batch, at);
+        if probe::done(cx, out, &flow, &mut self.batch) {
+            probe::slow(cx, &mut self.batch, Source::Binary(key));
         }
         if let Flow::Swallow(n) = flow {
             self.swallow = n;

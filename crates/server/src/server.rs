@@ -352,6 +352,15 @@ pub struct Ctx<'a> {
     /// nothing is measured (`-o latency=off,hotkeys=off` and no slow log), so that
     /// the request step's one check is this field.
     pub obs: Option<&'a WorkerObs>,
+    /// The latency series (`admin/latency.rs`'s index) of the request being
+    /// executed: its executor sets it where it counts the request (a read's hit or
+    /// miss included), and the request step reads it when the reply is queued
+    /// (`exec/probe.rs`). Only this worker's thread touches it.
+    pub series: Cell<u8>,
+    /// Hot keys sample the request being executed: its executor kept its key(s)
+    /// (`exec/probe.rs`, `hot`), and the request step counts them when the reply is
+    /// queued. Only this worker's thread touches it.
+    pub sampled: Cell<bool>,
 }
 
 impl Ctx<'_> {

@@ -3,8 +3,8 @@
 //! or miss, one by one or pipelined in one write (whose requests share the batch's
 //! time, or are timed one by one while the slow log is on); the slow log (`-o slowlog_us`) catches a large multi-get, with its key
 //! URI-encoded and its client, and `watch slowlog` streams it; `stats hotkeys` puts
-//! a hammered key first, counts each key of a multi-get and binary reads and
-//! writes; each can be switched off. memcrab's own commands: not run
+//! a hammered key first, counts each key of a multi-get, binary and meta reads and
+//! writes (and no sentinel `mn`); each can be switched off. memcrab's own commands: not run
 //! against memcached.
 
 mod common;
@@ -12,7 +12,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{store, Client, Server};
-use memcrab_proto::binary::client::{request, store_extras};
+use memcrab_proto::binary::client::{arith_extras, request, store_extras};
 use memcrab_proto::binary::op;
 
 /// `stats latency`'s `<series>:count` lines.
@@ -151,6 +151,93 @@ fn histograms_count_what_was_sent() {
 }
 
 /// Stores `n` keys `slow/<i>` of 1000 bytes, and returns a multi-get of them all.
+#[test]
+fn each_command_lands_in_its_series() {
+    // The executors name each request's series as they count it: the commands the
+    // test above leaves out, and the cases where the outcome decides (an `mg` hit
+    // whose reply fails is not counted as a hit; a binary TOUCH is no read).
+    let server = Server::tcp(&["-t", "1"]);
+    let mut c = server.connect();
+    c.call(b"set n 0 0 1\r\n5\r\n", b"STORED\r\n");
+    c.call(b"cas n 0 0 1 99999\r\n6\r\n", b"EXISTS\r\n");
+    c.call(b"cas nokey 0 0 1 1\r\n6\r\n", b"NOT_FOUND\r\n");
+    c.call(b"decr n 1\r\n", b"4\r\n");
+    c.call(b"touch nokey 0\r\n", b"NOT_FOUND\r\n");
+    c.call(b"version\r\n", b"VERSION ");
+    c.read_line();
+    c.call(b"ms m 1\r\na\r\n", b"HD\r\n");
+    c.call(b"ms c 1\r\n5\r\n", b"HD\r\n");
+    c.call(b"ma c\r\n", b"HD\r\n");
+    c.call(b"ma c MD\r\n", b"HD\r\n");
+    c.call(b"md c\r\n", b"HD\r\n");
+    c.call(b"md c\r\n", b"NF\r\n");
+    c.call(b"mn\r\n", b"MN\r\n");
+    c.call(b"me m\r\n", b"ME m ");
+    c.read_line();
+    let opaque33 = format!("O{}", "1".repeat(32));
+    c.call(
+        format!("mg m v {opaque33}\r\n").as_bytes(),
+        b"CLIENT_ERROR opaque token too long\r\n",
+    );
+    c.call(b"mg m T30 v\r\n", b"VA 1\r\na\r\n");
+    c.call(b"mg nokey T30 v\r\n", b"EN\r\n");
+    let mut b = server.connect();
+    let set = |k: &[u8], v: &[u8], cas| request(op::SET, &store_extras(0, 0), k, v, 0, cas);
+    let keyed = |o, extras: &[u8], k: &[u8]| request(o, extras, k, &[], 0, 0);
+    let ttl = 0u32.to_be_bytes();
+    let delta = arith_extras(1, 0, u32::MAX);
+    binary_batch(&mut b, &[set(b"b1", b"xyz", 0), set(b"bn", b"5", 0)]);
+    binary_batch(
+        &mut b,
+        &[
+            keyed(op::GAT, &ttl, b"b1"),
+            keyed(op::GAT, &ttl, b"x1"),
+            keyed(op::TOUCH, &ttl, b"b1"),
+            keyed(op::TOUCH, &ttl, b"x1"),
+            keyed(op::DELETE, &[], b"x1"),
+            keyed(op::INCREMENT, &delta, b"bn"),
+            keyed(op::DECREMENT, &delta, b"bn"),
+            set(b"b1", b"abc", 99_999),
+            keyed(op::VERSION, &[], b""),
+        ],
+    );
+    let got = counts(&mut c);
+    let want: [(&str, u64); 22] = [
+        ("text_set", 1),
+        ("text_cas", 2),
+        ("text_decr", 1),
+        ("text_touch", 1),
+        ("text_other", 1),
+        ("meta_set", 2),
+        ("meta_incr", 1),
+        ("meta_decr", 1),
+        ("meta_delete", 2),
+        ("meta_other", 2),
+        ("meta_get_hit", 1),
+        ("meta_get_miss", 2),
+        ("binary_set", 2),
+        ("binary_gat_hit", 1),
+        ("binary_gat_miss", 1),
+        ("binary_touch", 2),
+        ("binary_delete", 1),
+        ("binary_incr", 1),
+        ("binary_decr", 1),
+        ("binary_cas", 1),
+        // VERSION and the two NOOPs.
+        ("binary_other", 3),
+        ("binary_get_hit", 0),
+    ];
+    for (series, n) in want {
+        assert_eq!(
+            got.get(series).copied().unwrap_or(0),
+            n,
+            "{series}: {got:?}"
+        );
+    }
+    let all: u64 = got.values().sum();
+    assert_eq!(all, want.iter().map(|w| w.1).sum::<u64>(), "{got:?}");
+}
+
 #[test]
 fn a_pipelined_batch_gives_each_request_its_observation() {
     // Recorded as shares of each `serve` call's time (batches of at most 32, `-R`
@@ -452,6 +539,30 @@ fn stats_hotkeys_counts_binary_requests() {
     assert_eq!(key("bytes:1:key"), Some("bin%2Fhot"), "{h:?}");
     let n: u64 = h["bytes:1:count"].parse().expect("count");
     assert!(n >= 4000 / 4 * 300, "bytes estimate {n}");
+}
+
+#[test]
+fn stats_hotkeys_counts_meta_requests_not_their_sentinels() {
+    let server = Server::tcp(&["-t", "1"]);
+    let mut c = server.connect();
+    c.call(b"ms meta/hot 3\r\nabc\r\n", b"HD\r\n");
+    // 12,000 reads of one key, each followed by an `mn` (94 samples on average, sd
+    // about 6): a request without a key does not count down to a sample, else half
+    // the samples would land on an `mn` and the estimate would halve.
+    let pair = b"mg meta/hot v\r\nmn\r\n";
+    for _ in 0..200 {
+        c.send(&pair.repeat(60));
+        for _ in 0..60 {
+            c.expect(b"VA 3\r\nabc\r\nMN\r\n");
+        }
+    }
+    pipelined(&mut c, b"ms meta/w 2 q\r\nxy\r\n", 1000);
+    let h = c.stats("hotkeys");
+    let key = |name: &str| h.get(name).map(String::as_str);
+    assert_eq!(key("reads:1:key"), Some("meta%2Fhot"), "{h:?}");
+    assert_eq!(key("writes:1:key"), Some("meta%2Fw"), "{h:?}");
+    let n: u64 = h["reads:1:count"].parse().expect("count");
+    assert!((8_000..=16_000).contains(&n), "estimate {n}: {h:?}");
 }
 
 #[test]

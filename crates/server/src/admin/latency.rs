@@ -42,15 +42,14 @@ const POWERS: usize = 34;
 /// Buckets in one histogram.
 pub const BUCKETS: usize = SUB + POWERS * SUB;
 
-/// The bucket that holds `ns`.
+/// The bucket that holds `ns`. Without a branch: with `e = floor(log2(ns | SUB))`
+/// (`SUB_BITS` for a value below `SUB`), `ns >> (e - SUB_BITS)` is the value's
+/// top `SUB_BITS + 1` bits, `SUB + sub` (or the value itself below `SUB`), so
+/// adding `SUB` per power above the linear start gives the index.
 #[inline]
 pub fn bucket_of(ns: u64) -> usize {
-    if ns < SUB as u64 {
-        return ns as usize;
-    }
-    let e = 63 - ns.leading_zeros(); // floor(log2 ns), >= SUB_BITS
-    let sub = ((ns >> (e - SUB_BITS)) as usize) & (SUB - 1);
-    let i = SUB + (e - SUB_BITS) as usize * SUB + sub;
+    let shift = 63 - (ns | SUB as u64).leading_zeros() - SUB_BITS;
+    let i = ((shift as usize) << SUB_BITS) + (ns >> shift) as usize;
     i.min(BUCKETS - 1)
 }
 
@@ -90,8 +89,9 @@ fn bucket_mid(i: usize) -> u64 {
 /// same tolerance as `stats` totals.
 pub struct Histogram {
     /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
-    /// so that [`bucket_of`]'s index needs no bounds check.
-    buckets: Box<[AtomicU64; BUCKETS]>,
+    /// so that [`bucket_of`]'s index needs no bounds check, and in place, so that
+    /// a record loads no pointer to it.
+    buckets: [AtomicU64; BUCKETS],
     /// Total units recorded (owner writes, any thread reads).
     sum: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
@@ -101,7 +101,7 @@ pub struct Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
@@ -312,6 +312,12 @@ pub fn is_read(offset: usize) -> bool {
     offset < READS.len() * 2
 }
 
+/// Whether the series at `index` is a read's (any protocol, hit or miss).
+#[inline]
+pub fn is_read_series(index: usize) -> bool {
+    is_read(index % PER_PROTOCOL)
+}
+
 /// The name of the series at `index`, as [`series_name`] writes it, made once.
 pub fn series_label(index: usize) -> &'static str {
     static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
@@ -367,24 +373,17 @@ impl Latencies {
     }
 
     /// Records requests of the series `index` lists that took `units` each: a
-    /// pipelined batch's share. The bucket is found once, and a run of requests of
-    /// one series is recorded at once. Only the owning worker.
+    /// pipelined batch's share. The bucket is found once, and each run of requests
+    /// of one series is recorded at once ([`run_len`]). Only the owning worker.
     #[inline]
     pub fn record_all(&self, index: &[u8], units: u64) {
         let bucket = bucket_of(units);
-        let Some((&first, rest)) = index.split_first() else {
-            return;
-        };
-        let (mut series, mut run) = (first, 1);
-        for &i in rest {
-            if i == series {
-                run += 1;
-                continue;
-            }
-            self.record_run(series, bucket, units, run);
-            (series, run) = (i, 1);
+        let mut rest = index;
+        while let Some(&series) = rest.first() {
+            let run = run_len(rest, series).max(1);
+            self.record_run(series, bucket, units, run as u64);
+            rest = rest.get(run..).unwrap_or_default();
         }
-        self.record_run(series, bucket, units, run);
     }
 
     #[inline(always)]
@@ -406,6 +405,24 @@ impl Latencies {
         }
         out
     }
+}
+
+/// How many of `index`'s first bytes are `s`, compared 8 at a time: the XOR of 8
+/// bytes with 8 copies of `s` is 0 where they all match, else its lowest set bit
+/// is in the first byte that differs.
+#[inline(always)]
+fn run_len(index: &[u8], s: u8) -> usize {
+    let copies = u64::from(s) * 0x0101_0101_0101_0101;
+    let mut n = 0;
+    let mut words = index.chunks_exact(8);
+    for w in &mut words {
+        let diff = u64::from_le_bytes(w.try_into().unwrap_or_default()) ^ copies;
+        if diff != 0 {
+            return n + (diff.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + words.remainder().iter().take_while(|&&b| b == s).count()
 }
 
 /// The name `stats latency` gives a series: `text_get_hit`, `meta_set`, ...
@@ -551,6 +568,36 @@ mod tests {
             assert_eq!(m[s].counts[bucket_of(3_000)], n);
         }
         assert_eq!(m.iter().map(Snapshot::count).sum::<u64>(), 8);
+        // Runs of every length across the 8-byte steps, against counting one by one.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..40 {
+            for _ in 0..20 {
+                let batch: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        [TEXT + GET, TEXT + SET, META + GET][(x % 8).min(2) as usize] as u8
+                    })
+                    .collect();
+                let l = Latencies::default();
+                l.record_all(&batch, 5_000);
+                let m = Latencies::merged([&l]);
+                for s in [TEXT + GET, TEXT + SET, META + GET] {
+                    let want = batch.iter().filter(|&&b| usize::from(b) == s).count() as u64;
+                    assert_eq!(m[s].count(), want, "{batch:?}");
+                    assert_eq!(m[s].sum_ns, 5_000 * want, "{batch:?}");
+                }
+            }
+        }
+        for (i, s) in [(0, 7), (3, 7), (8, 7), (9, 7), (17, 7)] {
+            let mut v = vec![s; 20];
+            if let Some(b) = v.get_mut(i) {
+                *b = 1;
+            }
+            assert_eq!(run_len(&v, s), i, "{v:?}");
+        }
+        assert_eq!(run_len(&[7; 20], 7), 20);
     }
 
     #[test]
@@ -600,6 +647,10 @@ mod tests {
                 assert_eq!(is_read(off), c == "get" || c == "gat");
             }
             assert_eq!(series_index(p, "get", false), Some(base + GET + 1));
+        }
+        for i in 0..SERIES_COUNT {
+            let s = series(i);
+            assert_eq!(is_read_series(i), !s.outcome.is_empty(), "{s:?}");
         }
         assert_eq!(series_label(META + GAT + 1), "meta_gat_miss");
         assert_eq!(series_label(BINARY + SET), "binary_set");

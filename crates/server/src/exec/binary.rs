@@ -9,6 +9,8 @@
 //! before waiting for a value, and calls [`execute`] once the whole packet is
 //! buffered.
 
+use std::iter::once;
+
 use memcrab_proto::binary::{self as bin, status, Header, Request, StoreKind, NO_CREATE};
 use memcrab_proto::text;
 use memcrab_store::{
@@ -19,8 +21,10 @@ use super::admin;
 use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::Flow;
+use crate::admin::latency::{BINARY, CAS, DECR, DELETE, GAT, GET, INCR, OTHER, SET, TOUCH};
 use crate::out::Out;
 use crate::server::{Ctx, VERSION};
 use crate::startup::auth;
@@ -78,7 +82,8 @@ pub fn with_value_len<'a>(
     }
 }
 
-/// Executes one validated request whose value (if any) is `value`.
+/// Executes one validated request whose value (if any) is `value`, and [`mark`]s it
+/// with its latency series (`exec/probe.rs`).
 pub fn execute(
     h: &Header,
     req: Request<'_>,
@@ -93,6 +98,7 @@ pub fn execute(
             bin::simple(out, h, status::SUCCESS, 0, b"");
         }
     };
+    mark(cx, BINARY + OTHER);
     match req {
         Request::Get {
             key,
@@ -101,8 +107,15 @@ pub fn execute(
             touch,
             no_value,
         } => {
+            hot(cx, || once(key), 0, out);
             let touch = touch.map(|t| clock.realtime(i64::from(t)));
             let found = get(h, key, touch, with_key, no_value, cx, out);
+            // TOUCH is no read: one series, hit or miss.
+            match (touch, no_value) {
+                (None, _) => mark_read(cx, BINARY + GET, found.is_hit()),
+                (Some(_), true) => mark(cx, BINARY + TOUCH),
+                (Some(_), false) => mark_read(cx, BINARY + GAT, found.is_hit()),
+            }
             if !found.is_hit() && !quiet {
                 if with_key {
                     bin::miss_with_key(out, h, key);
@@ -120,6 +133,14 @@ pub fn execute(
             cas,
             ..
         } => {
+            // A store with a CAS is `cas` (an add's CAS is ignored), even under -C.
+            let series = if cas != 0 && kind != StoreKind::Add {
+                CAS
+            } else {
+                SET
+            };
+            mark(cx, BINARY + series);
+            hot(cx, || once(key), value.len(), out);
             // Under -C items carry no CAS, so memcached never sees the request's.
             let cas = if cx.server.settings.use_cas { cas } else { 0 };
             let (mode, opts) = store_mode(kind, cas);
@@ -138,6 +159,8 @@ pub fn execute(
             stored(out, h, mode, quiet, r);
         }
         Request::Delete { key, quiet, cas } => {
+            mark(cx, BINARY + DELETE);
+            hot(cx, || once(key), 0, out);
             let d = Delete {
                 key,
                 opts: DeleteOpts {
@@ -163,6 +186,8 @@ pub fn execute(
             exptime,
             cas,
         } => {
+            mark(cx, BINARY + if incr { INCR } else { DECR });
+            hot(cx, || once(key), 0, out);
             let opts = DeltaOpts {
                 compare_cas: (cas != 0).then_some(cas),
                 vivify: (exptime != NO_CREATE).then(|| Vivify {

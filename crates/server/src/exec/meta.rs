@@ -24,6 +24,8 @@
 //! - `me`'s `cls` is computed from memcached's default slab classes for the item's
 //!   size (`-n`, `-f` honoured); `la` follows the engine's access time rules.
 
+use std::iter::once;
+
 use memcrab_proto::text::meta::{
     errors, reply, Flags, Key, KeyBuf, Meta, SetMode, DECODED_KEY_MAX,
 };
@@ -37,27 +39,40 @@ use memcrab_store::{
 use super::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Looked, Visit};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::{Flow, Seen};
+use crate::admin::latency::{DECR, DELETE, GET, INCR, META, OTHER, SET};
 use crate::out::Out;
 use crate::server::Ctx;
 
-/// Executes one meta request, appending its reply to `out`.
+/// Executes one meta request, appending its reply to `out`, and [`mark`]s it with
+/// its latency series (`exec/probe.rs`).
 pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
+    mark(cx, META + OTHER);
     match m {
-        Meta::Get { key, flags } => get(&key, &flags, cx, out),
+        Meta::Get { key, flags } => {
+            hot(cx, || once(key.raw()), 0, out);
+            get(&key, &flags, cx, out)
+        }
         Meta::Set {
             key,
             flags,
             mode,
             data,
-        } => set(&key, &flags, mode, data, cx, out),
+        } => {
+            mark(cx, META + SET);
+            hot(cx, || once(key.raw()), data.len(), out);
+            set(&key, &flags, mode, data, cx, out)
+        }
         Meta::SetTooLarge {
             key,
             mode,
             cas,
             swallow,
         } => {
+            mark(cx, META + SET);
+            hot(cx, || once(key.raw()), 0, out);
             let mut kb: KeyBuf = [0; DECODED_KEY_MAX];
             let kbytes = key.decode(&mut kb);
             // memcached: a failed ms must not leave the old value readable (any mode).
@@ -70,8 +85,16 @@ pub fn execute(m: Meta<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             out.extend_from_slice(errors::BAD_DATA_CHUNK);
             Flow::Next
         }
-        Meta::Delete { key, flags } => delete(&key, &flags, cx, out),
-        Meta::Arith { key, flags, incr } => arith(&key, &flags, incr, cx, out),
+        Meta::Delete { key, flags } => {
+            mark(cx, META + DELETE);
+            hot(cx, || once(key.raw()), 0, out);
+            delete(&key, &flags, cx, out)
+        }
+        Meta::Arith { key, flags, incr } => {
+            mark(cx, META + if incr { INCR } else { DECR });
+            hot(cx, || once(key.raw()), 0, out);
+            arith(&key, &flags, incr, cx, out)
+        }
         Meta::Noop => {
             out.extend_from_slice(reply::MN);
             Flow::Next
@@ -233,6 +256,8 @@ fn get(key: &Key<'_>, flags: &Flags<'_>, cx: &Ctx<'_>, out: &mut Out) -> Flow {
             Visit::Shown
         }
     });
+    // A hit whose reply failed was not counted: its series is the miss's.
+    mark_read(cx, META + GET, found == Fetch::Hit && !failed);
     if found == Fetch::Hit && failed {
         out.truncate(start);
         out.extend_from_slice(errors::OPAQUE_TOO_LONG);

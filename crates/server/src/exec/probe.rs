@@ -1,17 +1,24 @@
-//! The request step's measurement hook: a [`Probe`] is made when a request has been
-//! parsed and finished when its reply is queued; it records what the server's
-//! `Observe` keeps: the request in its latency series (through the [`Batch`] of
-//! its `Session::serve` call), a sampled request's keys in the hot-key sketches,
-//! and a slow request in the slow log (and `watch slowlog`).
+//! The request step's measurement hook. The executor names each request's latency
+//! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and a request
+//! with a key counts down to the next hot-key sample where its executor holds the
+//! key ([`hot`]: a sampled one keeps its key(s), `Ctx::sampled`). The request
+//! step, once the reply is queued, records the request ([`done`]): in its latency
+//! series (through the [`Batch`] of its `Session::serve` call), a sampled request's
+//! keys in the hot-key sketches, and a slow request in the slow log (and `watch
+//! slowlog`).
 //!
 //! ```text
-//!   request.rs: serve ──► Batch::begin                (clock read)
-//!     each request: parsed ──► Probe::text / Probe::binary  (series; hot-key countdown)
-//!                               exec::{text,meta,binary}::execute
-//!                              probe.done(cx, out, &flow, &mut batch, key)
-//!                                 (hit or miss; the series joins the batch)
-//!   serve ends ──► Batch::end                          (clock read; each request of
-//!                                                       the batch gets 1/n of it)
+//!   request.rs: serve ──► Batch::begin                  (clock read)
+//!     each request: parsed ──► exec::{text,meta,binary}::execute
+//!                                 hot(cx, keys, ..)     (a request with a key: the
+//!                                                        hot-key countdown)
+//!                                 mark(cx, series)      (where it counts: a read's
+//!                                                        hit or miss)
+//!                              done(cx, out, &flow, &mut batch)
+//!                                 (the series joins the batch; a sample is counted;
+//!                                  with the slow log on, slow(cx, &mut batch, key))
+//!   serve ends ──► Batch::end                            (clock read; each request of
+//!                                                        the batch gets 1/n of it)
 //! ```
 //!
 //! What a request's time is: the clock is read at a batch's start and end, not per
@@ -24,54 +31,80 @@
 //! log on, each request is timed on its own instead (from the previous one's end),
 //! so that a slow one is found.
 //!
-//! Cost, with histograms and hot keys on (the default): per request, a call that
-//! picks the series (a match on the request), the hot-key countdown and, for a
-//! read, a load of the hit counters; after it, the hit check and a byte appended to
-//! the batch; per batch, two clock reads and a bucket increment, sum and maximum
-//! per request. A sampled request, one in `hotkeys::SAMPLE_RATE`, also copies its
-//! key(s) out of the parsed request as it starts (`HotKeys::begin`, out of line)
-//! and counts them as it ends (`HotKeys::end`: a hash and two small sketches,
-//! under its worker's sketch lock, taken once each time). With `-o
-//! latency=off,hotkeys=off` and no slow log, one load and a branch. Measured in
-//! docs/benchmarks.md ("Latency histograms and hot keys: the cost").
+//! Cost, with histograms and hot keys on (the default): per request, a byte stored
+//! by the executor (its series) and, for a request with a key, the hot-key
+//! countdown; after it, a load of the series, a byte appended to the batch and a
+//! check of `Ctx::sampled`; per batch, two clock reads and, per run of one series,
+//! a bucket increment, sum and maximum. A sampled request, one in
+//! `hotkeys::SAMPLE_RATE` of those with a key, copies its key(s) as its executor
+//! starts it (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash
+//! and two small sketches, under its worker's sketch lock, taken once each time).
+//! With `-o latency=off,hotkeys=off` and no slow log, the series byte and two
+//! checks of `Ctx::obs` (one in the executor for a request with a key, one after).
+//! Measured in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
-//! key of it was found (`get_hits` or `touch_hits` moved: a multi-get with any key
-//! found is a hit). A multi-get that pauses for a full output buffer is recorded in
-//! the batch of its last resumption. Parse errors are not requests and are not
-//! recorded.
+//! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
+//! any key found is a hit). A multi-get that pauses for a full output buffer is
+//! recorded in the batch of its last resumption, as a hit when a key of that
+//! resumption was (a sample taken as it paused is dropped). Parse errors are not
+//! requests and are not recorded.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memcrab_proto::binary::{Request as BinRequest, StoreKind};
 use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
-use memcrab_proto::text::{Config, Keys, Request, StoreCmd};
+use memcrab_proto::text::{Config, Keys, Request};
 
 use super::Flow;
-use crate::admin::latency::{
-    self, BINARY, CAS, DECR, DELETE, GAT, GET, INCR, META, OTHER, SET, TEXT, TOUCH,
-};
+use crate::admin::latency;
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
-/// One request in flight: its series, and what its record needs after the
-/// executor. One word, so that it is returned and kept in a register; the key is
-/// not kept (a sampled request's key(s) wait in its worker's `HotKeys`, a slow
-/// request's is found again in the request's bytes, which outlive the step), nor,
-/// for a sampled read, the output's length before (`HotKeys` keeps it too).
-pub struct Probe {
-    /// For a read, the low 32 bits of `get_hits + touch_hits` before (a request
-    /// does not move them by 2^32).
-    hits: u32,
-    /// Its latency series (for a read, the hit's).
-    series: u8,
-    /// A read: `hits` is set, and the series is the miss's if they do not move.
-    read: bool,
-    /// Hot keys sample this request.
-    sampled: bool,
-    /// `sampled`, or the slow log is on: [`kept`] sees it when it ends.
-    kept: bool,
+/// The executor names the request's latency series (`latency::TEXT +
+/// latency::SET`, ...), where it counts the request.
+#[inline(always)]
+pub fn mark(cx: &Ctx<'_>, series: usize) {
+    cx.series.set(series as u8);
+}
+
+/// [`mark`] for a read: `series` is its hit's, and a miss's is the next.
+#[inline(always)]
+pub fn mark_read(cx: &Ctx<'_>, series: usize, hit: bool) {
+    mark(cx, series + usize::from(!hit));
+}
+
+/// A request with a key (every one whose series is not `other`) starts: it counts
+/// down to the next hot-key sample, and a sampled one keeps its key(s) (`keys`,
+/// called only then), the value bytes it stores and the output's length until
+/// [`done`] counts it. Called by its executor, which holds the key(s), before the
+/// request changes anything.
+#[inline(always)]
+pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
+    cx: &Ctx<'_>,
+    keys: impl FnOnce() -> I,
+    stored: usize,
+    out: &Out,
+) {
+    if let Some(w) = cx.obs {
+        if w.sample && w.hotkeys.sampled() {
+            sample(cx, w, keys(), stored, out.len());
+        }
+    }
+}
+
+/// [`hot`]'s sampled request: its key(s) are kept (`HotKeys::begin`).
+#[cold]
+#[inline(never)]
+fn sample<'k>(
+    cx: &Ctx<'_>,
+    w: &WorkerObs,
+    keys: impl Iterator<Item = &'k [u8]>,
+    stored: usize,
+    at: usize,
+) {
+    w.hotkeys.begin(keys, stored, at);
+    cx.sampled.set(true);
 }
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
@@ -91,123 +124,29 @@ impl<'r> Key<'r> {
     }
 }
 
-impl Probe {
-    /// A probe for a parsed text (or meta) request; `None` when nothing is measured.
-    /// Kept out of line: inlined into the request step, it made the compiler copy
-    /// the parsed request before its executor (some 30 instructions a request, with
-    /// measurement on or off); with the `obs` check outside it, a measured request
-    /// cost some 16 instructions more (callgrind, W2).
-    #[inline(never)]
-    pub fn text(cx: &Ctx<'_>, req: &Request<'_>, out: &Out) -> Option<Self> {
-        let w = cx.obs?;
-        let (base, kind) = match req {
-            Request::Get { touch: None, .. } => (TEXT, GET),
-            Request::Get { .. } => (TEXT, GAT),
-            Request::Store { cmd, .. } | Request::TooLarge { cmd, .. } => (TEXT, store(*cmd)),
-            Request::Delete { .. } => (TEXT, DELETE),
-            Request::Arith { incr: true, .. } => (TEXT, INCR),
-            Request::Arith { .. } => (TEXT, DECR),
-            Request::Touch { .. } => (TEXT, TOUCH),
-            Request::Meta(m) => (META, meta(m)),
-            _ => (TEXT, OTHER),
-        };
-        let p = Probe::start(cx, w, base, kind);
-        if p.sampled {
-            begin_text(w, req, out.len());
-        }
-        Some(p)
+/// The request's reply is queued (or the request ended as `flow` says), and its
+/// executor has [`mark`]ed its series: the request joins `batch`, and a sampled
+/// one is counted in the hot keys. True when the slow log times requests instead
+/// of the batch: the caller then hands the request's key to [`slow`] (kept apart,
+/// so that no other request builds that argument).
+#[inline(always)]
+#[must_use]
+pub fn done(cx: &Ctx<'_>, out: &Out, flow: &Flow, batch: &mut Batch) -> bool {
+    let Some(w) = cx.obs else { return false };
+    if *flow == Flow::Suspend {
+        // Resumed, the request is started (and may be sampled) again.
+        cx.sampled.set(false);
+        return false;
     }
-
-    /// A probe for a decoded binary request, whose packet has this key and
-    /// `value_len` value bytes.
-    #[inline]
-    pub fn binary(
-        cx: &Ctx<'_>,
-        req: &BinRequest<'_>,
-        key: &[u8],
-        value_len: usize,
-        out: &Out,
-    ) -> Option<Self> {
-        let w = cx.obs?;
-        let offset = match *req {
-            BinRequest::Get {
-                touch, no_value, ..
-            } => match (touch, no_value) {
-                (None, _) => GET,
-                (Some(_), true) => TOUCH,
-                (Some(_), false) => GAT,
-            },
-            BinRequest::Store { kind, cas, .. } => {
-                if cas != 0 && kind != StoreKind::Add {
-                    CAS
-                } else {
-                    SET
-                }
-            }
-            BinRequest::Delete { .. } => DELETE,
-            BinRequest::Arith { incr, .. } => {
-                if incr {
-                    INCR
-                } else {
-                    DECR
-                }
-            }
-            _ => OTHER,
-        };
-        let p = Probe::start(cx, w, BINARY, offset);
-        if p.sampled {
-            let stored = if p.read { 0 } else { value_len };
-            w.hotkeys.begin(std::iter::once(key), stored, out.len());
-        }
-        Some(p)
+    let series = cx.series.get();
+    if cx.sampled.get() {
+        counted(cx, w, usize::from(series), out.len());
     }
-
-    #[inline(always)]
-    fn start(cx: &Ctx<'_>, w: &WorkerObs, base: usize, kind: usize) -> Self {
-        let read = latency::is_read(kind);
-        let sampled = w.sample && kind != OTHER && w.hotkeys.sampled();
-        Probe {
-            hits: if read { hits(cx) } else { 0 },
-            series: (base + kind) as u8,
-            read,
-            sampled,
-            kept: sampled || w.slowlog_on,
-        }
+    if w.batched {
+        batch.push(w, series);
+        return false;
     }
-
-    /// The reply is queued (or the request ended as `flow` says): the request
-    /// joins `batch` (or, while the slow log is on, is timed on its own), and a
-    /// sampled one is counted in the hot keys. `key` says where the request's key
-    /// is found again for the slow log.
-    #[inline(always)]
-    pub fn done<'r>(
-        self,
-        cx: &Ctx<'_>,
-        out: &Out,
-        flow: &Flow,
-        batch: &mut Batch,
-        key: impl FnOnce() -> Source<'r>,
-    ) {
-        if *flow == Flow::Suspend {
-            return;
-        }
-        let Some(w) = cx.obs else { return };
-        let mut series = self.series as usize;
-        if self.read {
-            series += usize::from(hits(cx) == self.hits);
-        }
-        if w.batched {
-            batch.push(w, series);
-        }
-        if self.kept {
-            let ns = if w.slowlog_on {
-                batch.exact(w, series)
-            } else {
-                0
-            };
-            kept(cx, w, self, key(), series, ns, out.len());
-        }
-    }
+    w.slowlog_on
 }
 
 /// Requests per [`Batch`] at most: a fuller one is recorded early.
@@ -241,10 +180,10 @@ impl Default for Batch {
 }
 
 impl Batch {
-    /// A batch starts: reads the clock, where requests are timed.
+    /// A batch starts: reads the clock, where requests are timed. (No request is
+    /// pending: [`Batch::end`] records them all.)
     #[inline(always)]
     pub fn begin(&mut self, cx: &Ctx<'_>) {
-        self.n = 0;
         self.start = match cx.obs {
             Some(w) if w.timed => w.ticks.now(),
             _ => 0,
@@ -269,12 +208,12 @@ impl Batch {
         }
     }
 
+    /// A request of `series` joins the batch (a full batch is recorded early).
     #[inline(always)]
-    fn push(&mut self, w: &WorkerObs, series: usize) {
-        if let Some(s) = self.series.get_mut(self.n) {
-            *s = series as u8;
-            self.n += 1;
-        }
+    fn push(&mut self, w: &WorkerObs, series: u8) {
+        // `n` stays below BATCH: the mask only spares a bounds check.
+        self.series[self.n % BATCH] = series;
+        self.n += 1;
         if self.n == BATCH {
             self.record(w);
         }
@@ -300,8 +239,6 @@ impl Batch {
     /// While the slow log is on: the request just finished took the time since the
     /// previous one (or the batch's start), in nanoseconds; recorded in its series
     /// when the histograms are on.
-    #[cold]
-    #[inline(never)]
     fn exact(&mut self, w: &WorkerObs, series: usize) -> u64 {
         let now = w.ticks.now();
         let units = now.saturating_sub(self.start);
@@ -313,39 +250,29 @@ impl Batch {
     }
 }
 
-/// After a sampled request, or any while the slow log is on: the slow log when it
-/// took `ns` or longer, and the hot keys when sampled.
+/// A sampled request ends: the hot keys count the key(s) its executor kept, and
+/// (for a read) the reply up to `out` bytes of output.
 #[cold]
 #[inline(never)]
-fn kept(
-    cx: &Ctx<'_>,
-    w: &WorkerObs,
-    probe: Probe,
-    source: Source<'_>,
-    series: usize,
-    ns: u64,
-    out: usize,
-) {
-    if probe.sampled {
-        w.hotkeys.end(probe.read, out);
-    }
-    if w.slowlog_on && cx.server.observe.slowlog.is_slow_ns(ns) {
+fn counted(cx: &Ctx<'_>, w: &WorkerObs, series: usize, out: usize) {
+    cx.sampled.set(false);
+    w.hotkeys.end(latency::is_read_series(series), out);
+}
+
+/// While the slow log is on, a request ends ([`done`] said so): timed on its own,
+/// and logged when it took long enough, with its key found where `source` says.
+#[cold]
+#[inline(never)]
+pub fn slow(cx: &Ctx<'_>, batch: &mut Batch, source: Source<'_>) {
+    let Some(w) = cx.obs else { return };
+    let series = usize::from(cx.series.get());
+    let ns = batch.exact(w, series);
+    if cx.server.observe.slowlog.is_slow_ns(ns) {
         let key = match source {
-            Source::Text(input, cfg) => text_key_in(input, cfg).0,
+            Source::Text(input, cfg) => text_key_in(input, cfg),
             Source::Binary(key) => Key::One(key),
         };
         slow_request(cx, series, key.first(), ns / 1000);
-    }
-}
-
-/// A sampled text request starts: its key(s), and the value bytes it stores, are
-/// kept until it ends ([`HotKeys::begin`](crate::admin::hotkeys::HotKeys::begin)).
-#[cold]
-#[inline(never)]
-fn begin_text(w: &WorkerObs, req: &Request<'_>, out: usize) {
-    match text_key(req) {
-        (Key::One(k), stored) => w.hotkeys.begin(std::iter::once(k), stored, out),
-        (Key::Many(keys), stored) => w.hotkeys.begin(keys, stored, out),
     }
 }
 
@@ -357,62 +284,26 @@ pub enum Source<'r> {
     Binary(&'r [u8]),
 }
 
-/// The key(s) and value bytes of the text request at the front of `input`.
-fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> (Key<'r>, usize) {
-    match memcrab_proto::text::parse(input, cfg) {
-        Some((Ok(req), _)) => text_key(&req),
-        _ => (Key::One(&[]), 0),
-    }
-}
-
-/// A text request's key(s) and value bytes.
-fn text_key<'r>(req: &Request<'r>) -> (Key<'r>, usize) {
+/// The key(s) of the text request at the front of `input`.
+fn text_key_in<'r>(input: &'r [u8], cfg: &Config) -> Key<'r> {
+    let Some((Ok(req), _)) = memcrab_proto::text::parse(input, cfg) else {
+        return Key::One(&[]);
+    };
     match req {
-        Request::Get { keys, .. } => (Key::Many(keys.clone()), 0),
-        Request::Store { key, data, .. } => (Key::One(key), data.len()),
-        Request::TooLarge { key, .. }
+        Request::Get { keys, .. } => Key::Many(keys),
+        Request::Store { key, .. }
+        | Request::TooLarge { key, .. }
         | Request::Delete { key, .. }
         | Request::Arith { key, .. }
-        | Request::Touch { key, .. } => (Key::One(key), 0),
-        Request::Meta(m) => match m {
+        | Request::Touch { key, .. } => Key::One(key),
+        Request::Meta(
             Meta::Get { key, .. }
+            | Meta::Set { key, .. }
             | Meta::SetTooLarge { key, .. }
             | Meta::Delete { key, .. }
-            | Meta::Arith { key, .. } => (Key::One(key.raw()), 0),
-            Meta::Set { key, data, .. } => (Key::One(key.raw()), data.len()),
-            _ => (Key::One(&[]), 0),
-        },
-        _ => (Key::One(&[]), 0),
-    }
-}
-
-/// `get_hits + touch_hits` of this worker (their low 32 bits): a read hit moves
-/// one of them.
-#[inline]
-fn hits(cx: &Ctx<'_>) -> u32 {
-    let c = cx.counters;
-    c.get_hits.get().wrapping_add(c.touch_hits.get()) as u32
-}
-
-#[inline]
-fn store(cmd: StoreCmd) -> usize {
-    if cmd == StoreCmd::Cas {
-        CAS
-    } else {
-        SET
-    }
-}
-
-/// A meta request's series within the meta protocol.
-#[inline]
-fn meta(m: &Meta<'_>) -> usize {
-    match m {
-        Meta::Get { .. } => GET,
-        Meta::Set { .. } | Meta::SetTooLarge { .. } => SET,
-        Meta::Delete { .. } => DELETE,
-        Meta::Arith { incr: true, .. } => INCR,
-        Meta::Arith { .. } => DECR,
-        _ => OTHER,
+            | Meta::Arith { key, .. },
+        ) => Key::One(key.raw()),
+        _ => Key::One(&[]),
     }
 }
 

@@ -4,6 +4,8 @@
 //! through the same parser, but the request step hands them to `exec/meta.rs`,
 //! which stands beside this file.
 
+use std::iter::once;
+
 use memcrab_proto::text::watch::DeleteCmd;
 use memcrab_proto::text::{reply, Keys, Request, StoreCmd, KEY_MAX_LEN};
 use memcrab_store::{
@@ -14,8 +16,10 @@ use super::admin::{self, MemLimitRefused, Shutdown};
 use super::arith::arith;
 use super::delete::{self, Delete};
 use super::fetch::{self, Counts, Fetcher, Visit};
+use super::probe::{hot, mark, mark_read};
 use super::store::{self, Store};
 use super::{Flow, Resume};
+use crate::admin::latency::{CAS, DECR, DELETE, GAT, GET, INCR, OTHER, SET, TEXT, TOUCH};
 use crate::out::Out;
 use crate::server::{Ctx, VERSION};
 
@@ -33,7 +37,8 @@ fn put(out: &mut Vec<u8>, noreply: bool, r: &[u8]) {
 
 /// Executes one request, appending its reply to `out`. `resume` carries a suspended
 /// multi-get's or key dump's progress between calls; `out_limit` is where they pause.
-/// Meta requests are `exec/meta.rs`'s, where the request step sends them.
+/// Meta requests are `exec/meta.rs`'s, where the request step sends them. Each
+/// request is [`mark`]ed with its latency series (`exec/probe.rs`).
 ///
 /// Kept out of line: inlined into the request step's `run_text`, the multi-get
 /// loop compiled to 0.8% more instructions per request on W3
@@ -46,6 +51,7 @@ pub fn execute(
     resume: &mut Resume,
     out_limit: usize,
 ) -> Flow {
+    mark(cx, TEXT + OTHER);
     match req {
         Request::Get { keys, cas, touch } => {
             return get(keys, cas, touch, cx, out, resume, out_limit)
@@ -59,6 +65,8 @@ pub fn execute(
             cas_unique,
             noreply,
         } => {
+            mark(cx, TEXT + store_series(cmd));
+            hot(cx, || once(key), data.len(), out);
             let r = set(cmd, key, flags, exptime, data, cas_unique, cx);
             put(out, noreply, r);
         }
@@ -68,30 +76,44 @@ pub fn execute(
             swallow,
             noreply,
         } => {
+            mark(cx, TEXT + store_series(cmd));
+            hot(cx, || once(key), 0, out);
             // memcached: a failed set must not leave the old value readable.
             store::too_large(cx, key, Some(cmd), true, cmd == StoreCmd::Set);
             put(out, noreply, reply::TOO_LARGE);
             return Flow::Swallow(swallow);
         }
-        Request::Delete { key, noreply } => put(out, noreply, delete(key, cx)),
+        Request::Delete { key, noreply } => {
+            mark(cx, TEXT + DELETE);
+            hot(cx, || once(key), 0, out);
+            put(out, noreply, delete(key, cx));
+        }
         Request::Arith {
             key,
             delta,
             incr,
             noreply,
-        } => match arith(cx, key, incr, delta, &DeltaOpts::default(), false) {
-            Delta::Value(v) if !noreply => reply::number(out, v.value),
-            Delta::Value(_) => {}
-            Delta::NotFound => put(out, noreply, reply::NOT_FOUND),
-            // Exists needs a compare_cas, which classic incr/decr never pass.
-            Delta::NonNumeric | Delta::Exists => put(out, noreply, reply::NON_NUMERIC),
-            Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
-        },
+        } => {
+            mark(cx, TEXT + if incr { INCR } else { DECR });
+            hot(cx, || once(key), 0, out);
+            match arith(cx, key, incr, delta, &DeltaOpts::default(), false) {
+                Delta::Value(v) if !noreply => reply::number(out, v.value),
+                Delta::Value(_) => {}
+                Delta::NotFound => put(out, noreply, reply::NOT_FOUND),
+                // Exists needs a compare_cas, which classic incr/decr never pass.
+                Delta::NonNumeric | Delta::Exists => put(out, noreply, reply::NON_NUMERIC),
+                Delta::OutOfMemory => put(out, noreply, reply::DELTA_OUT_OF_MEMORY),
+            }
+        }
         Request::Touch {
             key,
             exptime,
             noreply,
-        } => put(out, noreply, touch(key, exptime, cx)),
+        } => {
+            mark(cx, TEXT + TOUCH);
+            hot(cx, || once(key), 0, out);
+            put(out, noreply, touch(key, exptime, cx));
+        }
         Request::Stats { sub, arg } => {
             crate::admin::stats::render(cx.server, sub, arg, cx.fd.get(), out)
         }
@@ -144,6 +166,16 @@ pub fn execute(
         }
     }
     Flow::Next
+}
+
+/// A store's latency series within its protocol: `cas`'s own, the rest `set`'s.
+#[inline]
+fn store_series(cmd: StoreCmd) -> usize {
+    if cmd == StoreCmd::Cas {
+        CAS
+    } else {
+        SET
+    }
 }
 
 /// `set`/`add`/`replace`/`append`/`prepend`/`cas`: the reply line.
@@ -216,6 +248,7 @@ fn touch(key: &[u8], exptime: i32, cx: &Ctx<'_>) -> &'static [u8] {
 /// `get`/`gets`/`gat`/`gats`: a `VALUE` block per hit, then `END`. A multi-get
 /// pauses between keys once the output passes `out_limit` ([`Flow::Suspend`]; never
 /// after the last key, so `END` always follows), and carries on from `resume.keys`.
+/// Its latency series is a hit's when a key looked up in this call was found.
 fn get(
     keys: Keys<'_>,
     cas: bool,
@@ -234,7 +267,10 @@ fn get(
     } else {
         Counts::Get
     };
+    let series = TEXT + if touch.is_some() { GAT } else { GET };
+    hot(cx, || keys.clone(), 0, out);
     let fetcher = Fetcher::new(cx, counts, true);
+    let mut hit = false;
     let start = out.len();
     let all = keys.clone();
     // Start loading later keys' index buckets, then their items, so the cache
@@ -264,9 +300,10 @@ fn get(
             out.truncate(start);
             key_too_long(all.clone(), touch.is_none(), out);
             resume.keys = 0;
+            mark_read(cx, series, hit);
             return Flow::Next;
         }
-        fetcher.get(key, &opts, |it| {
+        let found = fetcher.get(key, &opts, |it| {
             // `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`, the data lent by
             // the store when the output lends values this long, else copied.
             let cas = cas.then_some(it.cas);
@@ -279,9 +316,11 @@ fn get(
             }
             Visit::Shown
         });
+        hit |= found.is_hit();
     }
     resume.keys = 0;
     out.extend_from_slice(reply::END);
+    mark_read(cx, series, hit);
     Flow::Next
 }
 

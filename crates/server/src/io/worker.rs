@@ -54,6 +54,8 @@ impl Worker {
                 .any
                 .then(|| server.observe.workers.get(self.id))
                 .flatten(),
+            series: Cell::new(0),
+            sampled: Cell::new(false),
         }
     }
 }
