@@ -6,7 +6,8 @@ is what one more request costs, without start-up, the preload or the shutdown.
 
 Usage: floor_gap.py N NAME SHORT LONG [NAME SHORT LONG ...]   (callgrind out files)
 Prints a markdown table: Ir (and, where the profiles have them, D1 and LL data
-read misses) per request, one row per concern.
+read misses) per request, one row per concern; then the code each request runs,
+in 64-byte lines (what a cold instruction cache must fetch).
 """
 
 import collections
@@ -70,13 +71,42 @@ def load(path):
     return costs
 
 
+def executions(path):
+    """Instructions executed, per (object, address): needs a profile written with
+    --dump-instr=yes --compress-pos=no --compress-strings=no."""
+    counts = collections.Counter()
+    ob, call = None, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("ob="):
+                ob = line[3:].strip()
+            elif line.startswith("calls="):
+                call = True  # the next cost line is the call's inclusive cost
+            elif line.startswith("0x"):
+                if not call:
+                    fields = line.split()
+                    counts[(ob, int(fields[0], 16))] += int(fields[2])
+                call = False
+    return counts
+
+
+def footprint(short, long_, n):
+    """64-byte lines of code run on most requests (an instruction in them runs at
+    least 0.45 times a request: the get path, 90% of W1) and on any (0.05: sets
+    too), from the difference of the two runs."""
+    a, b = executions(short), executions(long_)
+    per = {k: (b[k] - a[k]) / (2 * n) for k in b}
+    return [len({(ob, addr // 64) for (ob, addr), v in per.items() if v >= t}) for t in (0.45, 0.05)]
+
+
 def main():
     n = int(sys.argv[1])
     args = sys.argv[2:]
-    sides = []
+    sides, paths = [], []
     while args:
         name, short, long_ = args[:3]
         args = args[3:]
+        paths.append((short, long_))
         a, b = load(short), load(long_)
         per = collections.defaultdict(collections.Counter)
         for ev in b:
@@ -96,6 +126,13 @@ def main():
                 cells.append(f"{v:.0f}" if ev == "Ir" else f"{v:.2f}")
         if c == "total" or any(abs(float(x)) >= 1 for x in cells):
             print(f"| {c} | " + " | ".join(cells) + " |")
+    print()
+    print("| code touched per request | " + " | ".join(name for name, _ in sides) + " |")
+    print("|---" * (len(sides) + 1) + "|")
+    lines = [footprint(*files, n) for files in paths]
+    for i, what in enumerate(("on most requests (the get path)", "on any request")):
+        print(f"| 64-byte lines {what} | " + " | ".join(
+            f"{f[i]} ({f[i] * 64 / 1024:.1f} KiB)" for f in lines) + " |")
 
 
 if __name__ == "__main__":
