@@ -84,7 +84,7 @@ mod upkeep;
 mod walk;
 mod write;
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -163,6 +163,10 @@ pub struct Seg {
     /// twice, or one tick late, is harmless.
     flush_seq: AtomicU64,
     swept_seq: AtomicU64,
+    /// The next slice of index partitions `maintain` checks for shrinking
+    /// (`upkeep.rs`). Only `maintain` touches it; Relaxed, as a slice checked
+    /// twice or skipped once is harmless.
+    shrink_next: AtomicUsize,
     counters: Counters,
     /// Told of every eviction (`watch evictions`); set at most once, read (one
     /// acquire load) per eviction.
@@ -199,6 +203,7 @@ impl Seg {
             flush: Flush::default(),
             flush_seq: AtomicU64::new(0),
             swept_seq: AtomicU64::new(0),
+            shrink_next: AtomicUsize::new(0),
             counters: Counters::default(),
             eviction_listener: OnceLock::new(),
         };
