@@ -297,7 +297,8 @@ pub struct Index {
     /// Bytes of small (malloc) tables freed since malloc was last trimmed. Relaxed:
     /// a threshold counter; two threads trimming at once is harmless.
     small_freed: AtomicU64,
-    /// Table rebuilds in progress (memcached's hash_is_expanding).
+    /// Table rebuilds in progress (memcached's hash_is_expanding). Relaxed: only
+    /// `stats` reads it, and nothing is published through it.
     expanding: AtomicU64,
     /// Tables built by rebuilds (grow or shrink, each attempt), and the items those
     /// rebuilds re-read to rehash (`stats`: memcrab_index_rebuilds,

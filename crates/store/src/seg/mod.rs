@@ -146,9 +146,11 @@ pub struct Seg {
     /// Descriptor table; owns the segments' memory. Shared with the leases
     /// ([`Lease`]), which keep it (and so the memory they lend) alive.
     descs: Arc<Descs>,
-    /// Segment allocation, sealing, eviction and reclamation.
+    /// Segment allocation, sealing, eviction and reclamation. Taken after a region's
+    /// lock and before any partition's (the lock order in the module docs).
     arena: Mutex<Arena>,
-    /// Per-thread allocation regions: the active segment of each TTL bucket.
+    /// Per-thread allocation regions: the active segment of each TTL bucket. A
+    /// region's lock is the first of the lock order; no thread holds two.
     regions: Box<[Mutex<Region>]>,
     /// Generation counter for segments and flushes (starts at 1). SeqCst-free: each
     /// value is taken with fetch_add and compared only with other values of it.

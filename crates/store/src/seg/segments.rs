@@ -59,6 +59,15 @@ pub fn expiry_bound(exptime: RelTime) -> u32 {
 }
 
 /// A segment's descriptor.
+///
+/// Ordering: `ptr` is stored Release after `cap` and loaded Acquire, so whoever
+/// sees the memory sees its capacity; `lent` is described at the field. Every other
+/// field is Relaxed: `gen` and `opened` are written before any item of the opening
+/// is linked, and the link's Release store (which [`Index::find`] loads Acquire)
+/// publishes them to lock-free readers; the rest are read under the lock that
+/// writes them (arena or partition), or only as statistics and bounds.
+///
+/// [`Index::find`]: super::index::Index::find
 #[derive(Default)]
 pub struct Desc {
     /// The segment's memory, null while it has none. Changed only under the arena

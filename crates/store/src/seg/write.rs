@@ -45,7 +45,8 @@ thread_local! {
 }
 
 fn next_region() -> usize {
-    /// Round-robin assignment of threads to regions.
+    /// Round-robin assignment of threads to regions. Relaxed: any spread will
+    /// do, and the region's own lock orders what its threads write.
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed) % REGIONS
 }
