@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memcrab_store::seg::meta::{self, Meta};
-use memcrab_store::seg::{meta_path, open_memory_file};
+use memcrab_store::seg::persist::{meta_path, open_memory_file};
 use memcrab_store::{Config, Engine, GetOpts, Mode, StoreOpts, StoreResult, WalkCursor};
 
 use crate::reader::Reader;

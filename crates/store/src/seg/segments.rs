@@ -18,7 +18,6 @@ use super::index::{Loc, MAX_SEGMENTS};
 use super::item::{self, View, ATIME_MASK};
 use super::mapfile::MemFile;
 use crate::clock::RelTime;
-use crate::Fetch;
 
 /// `max_exptime` of a segment holding an item that never expires.
 pub const NEVER: u32 = u32::MAX;
@@ -287,17 +286,6 @@ pub enum Life {
     Live,
     Expired,
     Flushed,
-}
-
-impl Life {
-    /// What a lookup that met an item in this state answers.
-    pub fn fetch(self) -> Fetch {
-        match self {
-            Life::Live => Fetch::Hit,
-            Life::Expired => Fetch::Expired,
-            Life::Flushed => Fetch::Flushed,
-        }
-    }
 }
 
 /// What flush_all has invalidated, read by every liveness check.
