@@ -54,12 +54,14 @@
 //!                 Region (a region's active segments)
 //!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
 //!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
-//!   cuckoo.rs     the index's cuckoo displacement: search, moves         partition
-//!                 (a child of index.rs that adds to its Table)
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!     index/stats.rs  its figures for stats: counts, sizes, rebuilds, moves  partition / none
 //!                 (its unit tests: index_tests.rs)
-//!   tables.rs     the index's tables in memory: Bucket, alloc, packing    none
+//!   cuckoo.rs     the index's cuckoo displacement: search, moves (methods  partition
+//!                 of tables.rs's Table)
+//!   tables.rs     the index's slots and tables: Loc and the slot encoding, none
+//!                 a key's two buckets, Table (a table's buckets as readers
+//!                 see them), Bucket, alloc, packing
 //!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
 //!   meta.rs       the restart metadata file: encode, strict decode       none
 //!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
@@ -69,6 +71,7 @@
 //! ```
 
 mod arena;
+mod cuckoo;
 mod epoch;
 mod evict;
 mod fifo;
