@@ -57,11 +57,11 @@
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!     index/stats.rs  its figures for stats: counts, sizes, rebuilds, moves  partition / none
 //!                 (its unit tests: index_tests.rs)
-//!   cuckoo.rs     the index's cuckoo displacement: search, moves (methods  partition
-//!                 of tables.rs's Table)
-//!   tables.rs     the index's slots and tables: Loc and the slot encoding, none
-//!                 a key's two buckets, Table (a table's buckets as readers
-//!                 see them), Bucket, alloc, packing
+//!   cuckoo.rs     the index's cuckoo displacement: search, moves         partition
+//!                 (Table's place_new and place_or_move)
+//!   tables.rs     the index's slots and tables: Loc, the slot encoding,  none
+//!                 a key's two buckets, Table (a table's buckets as
+//!                 readers see them), Bucket, alloc, packing
 //!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
 //!   meta.rs       the restart metadata file: encode, strict decode       none
 //!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
