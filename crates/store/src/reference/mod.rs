@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Every operation takes exactly one shard lock at a time, so there is no lock order
-//! to get wrong. Memory is reserved before an item is built: [`Reference::reserve`]
+//! to get wrong. Memory is reserved before an item is built: `Reference::reserve`
 //! adds the item's charge to `used` and then evicts LRU tails, one shard at a time
 //! and with no other lock held, until `used` is back under the limit. So `used` never
 //! exceeds the limit by more than the reservations in flight.
@@ -428,7 +428,7 @@ impl Engine for Reference {
         &self.clock
     }
 
-    /// One shard at a time, at most [`WALK_SLOTS_PER_LOCK`] slots per hold of its
+    /// One shard at a time, at most `WALK_SLOTS_PER_LOCK` slots per hold of its
     /// lock. A slot keeps its item until the item is removed or replaced, so only
     /// keys written during the walk can be missed (their new slot lay behind it).
     fn walk(&self, cursor: &mut WalkCursor, visit: &mut dyn FnMut(&Walked<'_>) -> bool) {
