@@ -209,9 +209,10 @@ fn apply(
 /// in bytes).
 const MEMORY_LIMIT_MB_MAX: u64 = u64::MAX >> 20;
 
-/// `-m`: memcached accepts a k/m/g suffix; a plain number is megabytes. memcached
-/// multiplies in a `size_t` and wraps; memcrab refuses a limit whose bytes do not
-/// fit, as `-I` refuses a size that does not ([`size`]).
+/// `-m`: a plain number is megabytes. memcrab also takes a k/m/g suffix, where
+/// memcached 1.6 reads the number with `atoi` (a suffix ends it: `-m 2048k` is
+/// 2048 MB there) and multiplies in a `size_t`, which wraps; memcrab refuses a
+/// limit whose bytes do not fit, as `-I` refuses a size that does not ([`size`]).
 fn megabytes(flag: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
     let mb = match t.as_bytes().last() {
