@@ -60,8 +60,11 @@ pub struct CompareArgs {
     pub knobs: Knobs,
 }
 
-/// Process groups of the servers running now.
+/// Process groups of the servers running now. Taken by the thread that starts or
+/// reaps a server and by the signal thread and panic hook that kill them all; held
+/// only to push, remove or walk the list, never while taking another lock.
 static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// The signal thread and panic hook are installed once per process.
 static HANDLERS: Once = Once::new();
 
 fn kill_group(pgid: i32) {

@@ -7,13 +7,15 @@
 //!     └─ ...                                                      ┘ counters
 //! ```
 //!
-//! - `run` drives one or more servers with a named workload (W1–W5, see
-//!   docs/benchmarks.md) whose knobs can each be overridden, closed loop or open loop
-//!   at `--rate`, and reports throughput, hit ratio, errors, latency percentiles, its
-//!   own CPU use and, given `--server-pid`, the server's CPU-seconds per million
-//!   requests.
-//! - `compare` launches servers from command lines, pinned, runs the same workload
-//!   on each in alternating rounds, and reports medians and ratios.
+//! - `run` (run.rs) drives one or more servers with a named workload (W1–W5, see
+//!   docs/benchmarks.md; workload.rs holds them, their knobs and the key and value
+//!   generators) whose knobs can each be overridden, closed loop or open loop at
+//!   `--rate` (load.rs, the client threads' loop), and reports throughput, hit ratio,
+//!   errors, latency percentiles, its own CPU use and, given `--server-pid`, the
+//!   server's CPU-seconds per million requests.
+//! - `compare` (compare.rs) launches servers from command lines, pinned, runs the
+//!   same workload on each in alternating rounds, and reports medians and ratios
+//!   (summary.rs: the per-server medians that its table, JSON and chart print).
 //! - `trace` generates traces shaped like Twitter's production clusters, replays
 //!   them against servers and writes them for libcachesim (trace/).
 //! - `storage` measures memory per item, items held and hit ratios (storage.rs),

@@ -265,6 +265,8 @@ fn measure(
     }
     // The monitor samples CPU when the window opens, then shows progress once a
     // second (a live line on a terminal, plain lines otherwise) until told to stop.
+    // Relaxed, both: a display counter and a stop flag; the monitor's figures come
+    // back through `join`, which orders them.
     let progress = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let start_at = Instant::now() + a.warmup;

@@ -238,8 +238,9 @@ fn open_engine(settings: &Settings, user: Option<&nix::unistd::User>) -> anyhow:
     Ok(match (settings.engine, &settings.memory_file) {
         (EngineKind::Seg, Some(path)) => {
             let trusted: Vec<u32> = user.map(|u| u.uid.as_raw()).into_iter().collect();
-            let started = memcrab_store::seg::open_memory_file_trusting(config, path, &trusted)
-                .with_context(|| format!("-e {}", path.display()))?;
+            let started =
+                memcrab_store::seg::persist::open_memory_file_trusting(config, path, &trusted)
+                    .with_context(|| format!("-e {}", path.display()))?;
             // memcached prints its [restart] lines whatever the verbosity.
             eprintln!("[restart] {}", started.log);
             let seg = Arc::new(started.seg);

@@ -17,37 +17,19 @@
 //! [`Engine`] is the contract both engines keep; the reference engine is the simple
 //! model that property tests hold the segment engine against.
 //!
-//! The files, each using only those below it in its folder (this file's shared types
-//! are used by all; `docs/storage.md` describes the segment engine), and the lock
-//! each one's functions expect held:
+//! The files of this folder and the lock each one's functions expect held. This
+//! file's shared types are used by every other; of them it uses only
+//! `seg/lease.rs` (`Lease`, `Lender`), which reaches nothing that imports it back.
+//! `seg/` and `reference/` draw their own files in their module docs ([`seg`],
+//! [`mod@reference`]); `docs/storage.md` describes the segment engine.
 //!
 //! ```text
 //!   lib.rs          Engine, its options and results, Config, Walked, Evicted,
-//!                   EvictionListener, apply_delta
+//!                   EvictionListener, apply_delta (Item names seg's Lease)
+//!   seg/            the segment engine                                   (its docs)
+//!   reference/      the reference engine                                 (its docs)
 //!   stats.rs        Stats, SegmentStats: the counters `stats` reports      none
 //!   clock.rs        Clock, RelTime                                       none
-//!   seg/            the segment engine
-//!     mod.rs        Seg, its fields, the Engine impl (lock-free get)     none
-//!     persist.rs    warm restart (-e): open_memory_file, restore, save   none (threads stopped)
-//!     walk.rs       walk: the key dump's lock-free index walk            none (pins itself)
-//!     ops.rs        get_exclusive, touch_copy, store/delete/delta        none (take their own)
-//!     upkeep.rs     maintain: expiry, flush sweeps, index shrink; flush_all  none (take their own)
-//!     write.rs      regions, write_item, take_segment, make_room         none / arena
-//!     evict.rs      evict_one, compact_mostly_dead, empty_segment        arena
-//!     link.rs       find_locked, link, unlink, link_if_current           partition
-//!     arena.rs      Arena: ids, memory, free list, limbo; Active         arena
-//!     fifo.rs       Fifo: S3-FIFO's small and main queues                arena
-//!     segments.rs   Desc, Descs, segment memory, Life, Flush             none
-//!     mapfile.rs    MemFile: the -e memory file and its unit allocator   arena
-//!     meta.rs       the restart metadata file's format                   none
-//!     keyhash.rs    KeyHasher: the index hash (AES CBC-MAC), secret seed  none
-//!     index.rs      Index (lock-free find), Locked partitions            pinned / partition
-//!     lease.rs      Lender, Lease: a value lent past the lookup          none
-//!     item.rs       the item layout: New, View                           none
-//!     epoch.rs      epoch-based reclamation                              none
-//!   reference/      the reference engine
-//!     mod.rs        Reference, reservation, the Engine impl              none (one shard at a time)
-//!     shard.rs      Shard: slots, hash table, LRU list, eviction         its shard
 //! ```
 //!
 //! Lock order in the segment engine: region → arena → partition, never the reverse
@@ -77,7 +59,7 @@ pub mod seg;
 mod stats;
 
 pub use clock::{Clock, RelTime};
-pub use seg::Lease;
+pub use seg::lease::Lease;
 pub use stats::{SegmentStats, Stats};
 
 use std::sync::Arc;
@@ -165,7 +147,7 @@ pub struct Item<'a> {
     pub replaced: Option<Dead>,
     /// How the engine can lend `value` past the visit ([`Item::lend`]); None for an
     /// engine that cannot (the reference engine).
-    pub lender: Option<seg::Lender<'a>>,
+    pub lender: Option<seg::lease::Lender<'a>>,
 }
 
 impl Item<'_> {

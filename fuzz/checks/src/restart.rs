@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memcrab_store::seg::meta::{self, Meta};
-use memcrab_store::seg::{meta_path, open_memory_file};
+use memcrab_store::seg::persist::{meta_path, open_memory_file};
 use memcrab_store::{Config, Engine, GetOpts, Mode, StoreOpts, StoreResult, WalkCursor};
 
 use crate::reader::Reader;
@@ -59,6 +59,7 @@ struct Saved {
 
 /// A fresh path for this process's next memory file (in /dev/shm when there is one).
 fn scratch_path() -> PathBuf {
+    /// Relaxed: it only has to hand out distinct numbers.
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = Path::new("/dev/shm");
     let dir = if dir.is_dir() {
@@ -76,6 +77,7 @@ fn remove(path: &Path) {
 }
 
 fn saved() -> &'static Saved {
+    /// The saved cache every run starts from, made once per process.
     static SAVED: OnceLock<Saved> = OnceLock::new();
     SAVED.get_or_init(|| {
         let path = scratch_path();

@@ -64,6 +64,8 @@ fn memcrab() -> PathBuf {
 }
 
 fn servers() -> &'static Mutex<Servers> {
+    /// The servers every run talks to, started once; the mutex is held for a whole
+    /// run, so runs on several threads take turns.
     static SERVERS: OnceLock<Mutex<Servers>> = OnceLock::new();
     SERVERS.get_or_init(|| {
         let certs = Scratch::new("fuzz-tls").expect("scratch dir");
@@ -136,6 +138,7 @@ impl ServerCertVerifier for AnyCert {
 }
 
 fn client_config(tls13: bool) -> Arc<ClientConfig> {
+    /// The TLS 1.2 and 1.3 client configurations, built once.
     static CONFIGS: OnceLock<[Arc<ClientConfig>; 2]> = OnceLock::new();
     let make = |v: &'static rustls::SupportedProtocolVersion| {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -254,6 +257,7 @@ impl Conn {
 
 /// The `tls` fuzz target.
 pub fn tls(data: &[u8]) {
+    /// Relaxed: it only has to hand out distinct numbers.
     static CONN_ID: AtomicU64 = AtomicU64::new(0);
     let mut guard = servers().lock().unwrap_or_else(|e| e.into_inner());
     let mut r = Reader(data);

@@ -19,10 +19,32 @@
 //! `parse` never copies: keys and values borrow from the input. `None` means more
 //! bytes are needed; the caller keeps the bytes and calls again when more arrive.
 //!
-//! The files under `text/` and what they import are drawn in the crate docs
-//! ([`crate`]): `mod.rs` (this file) holds the parser and the classic commands, and
-//! imports the tokenizer, `Config`, the request types and [`meta`]; none of them
-//! imports it back.
+//! The files, what each holds, and what it imports of this crate (`──►`). `mod.rs`
+//! calls into `meta/` and `request.rs`, and what they need of text (tokenizer,
+//! `Config`, reply lines) sits in the leaf files below, so none imports it back.
+//!
+//! ```text
+//!   mod.rs       parse: find the line, tokenize, dispatch; the classic commands
+//!                (get, set, delete, incr, ...) and the admin ones
+//!                    ──► token, config, request, meta, admin, watch, num,
+//!                        memcrab_limits
+//!   request.rs   Request, StoreCmd, Keys; Error and the Action it asks of the
+//!                connection       ──► meta (Request::Meta), admin (Request::Admin)
+//!   admin.rs     Admin (lru_crawler, slabs, lru, watch), Classes, CrawlKind, Float
+//!                                 ──► num
+//!   watch.rs     `watch`'s event types and memcached's log lines
+//!                                 ──► reply, request (StoreCmd)
+//!   meta/        the meta commands; its files are drawn in its own docs ([`meta`])
+//!                                 ──► token, config, reply, client, num,
+//!                                     memcrab_limits
+//!   token.rs     line finding and memcached's tokenize_command (Tokens, MAX_TOKENS,
+//!                LINE_MAX_NO_NEWLINE, READ_BUFFER_SIZE); imports nothing
+//!   config.rs    Config, item_size_ok  ──► memcrab_limits
+//!   reply.rs     reply lines and encoders; imports nothing
+//!   client.rs    client side: request encoders, reply parser
+//!                                 ──► request (StoreCmd), num
+//!   tests/       unit tests: mod.rs (the classic commands), admin_commands.rs
+//! ```
 
 use crate::num::{safe_strtod, safe_strtol, safe_strtoul, NotANumber};
 use admin::{Admin, Classes, CrawlKind, Float};

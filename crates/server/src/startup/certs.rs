@@ -363,6 +363,7 @@ impl rustls::server::ProducesTickets for NoTickets {
 #[derive(Debug)]
 struct CountingCache {
     inner: Arc<ServerSessionMemoryCache>,
+    /// The TLS state's `ssl_new_sessions` counter, shared (Relaxed: a statistic).
     new_sessions: Arc<AtomicU64>,
 }
 

@@ -4,6 +4,7 @@
 //! Locks: the tests call the engine as the server does, holding none.
 
 use super::*;
+use crate::Counter;
 
 fn engine(limit: u64, evict: bool) -> Reference {
     let cfg = Config {

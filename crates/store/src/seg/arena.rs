@@ -2,7 +2,8 @@
 //! segment memory and its accounting against the limit, the free list, limbo
 //! (retired segments waiting for readers to leave), the sealed segments' queues,
 //! the reinsertion segment and its spare. Also [`Active`], an open segment being
-//! filled (a region's, or the arena's reinsertion segment).
+//! filled (a region's, or the arena's reinsertion segment), and [`Region`], the
+//! active segments of a region's TTL groups.
 //!
 //! Locks: the arena lock. An `Arena` is only reachable through `Seg::arena`'s guard,
 //! so its methods (`&mut self`) run under it; they take no other lock and never
@@ -32,6 +33,15 @@ pub struct Written {
     pub loc: Loc,
     pub cas: u64,
 }
+
+/// TTL groups: items that never expire, then TTLs under 8 s, 64 s, 512 s, … 2^18 s.
+pub const TTL_BUCKETS: usize = 8;
+/// Allocation regions; threads are spread over them round-robin.
+pub const REGIONS: usize = 16;
+
+/// A region: the active segment of each TTL group, under the region's lock
+/// (`Seg::regions`).
+pub type Region = [Option<Active>; TTL_BUCKETS];
 
 /// An open segment being filled.
 #[derive(Clone, Copy)]

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use super::persist::{meta_path, open_memory_file};
 use super::*;
 use crate::{Counter, DeleteOpts, DeltaOpts, Mode, StoreOpts, StoreResult};
 

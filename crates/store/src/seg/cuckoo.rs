@@ -4,11 +4,11 @@
 //! in index.rs's module docs.
 //!
 //! Locks: none taken; called under the partition's lock, or on an unpublished
-//! table. Imports: its parent, index.
+//! table. Imports: tables (whose `Table` it adds `place_new` and `place_or_move` to).
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use super::{alt_bucket, slot_tag, Table};
+use super::tables::{alt_bucket, slot_tag, Table};
 
 /// A step of the displacement search: a bucket, and how it was reached.
 #[derive(Clone, Copy, Default)]

@@ -56,61 +56,25 @@
 //! and `reset_total_items` take each partition's lock in turn, so they must be
 //! called with none held. `collect` takes only the retired-table list's own lock.
 //!
-//! Imports: epoch, tables (the tables' memory).
+//! Imports: epoch, tables (slots, buckets, the tables' memory); inserts go through
+//! cuckoo.rs's `Table::place_new` and `Table::place_or_move`.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
 use super::epoch;
-pub use super::tables::SLOTS_PER_BUCKET;
 use super::tables::{
-    free_table, initial_table, new_table, table_bytes, table_len, trim_malloc, Bucket,
-    INITIAL_BUCKETS, MAP_MIN_BUCKETS, MAX_BUCKETS, PTR_MASK, RESALT_LOAD_PCT, SALT_MASK,
+    decode, encode, free_table, initial_table, new_table, slot_tag, table_bytes, table_len, tag_of,
+    trim_malloc, unpack, INITIAL_BUCKETS, MAP_MIN_BUCKETS, MAX_BUCKETS, RESALT_LOAD_PCT,
     TRIM_BYTES,
 };
+pub use super::tables::{Loc, Table, MAX_OFFSET, MAX_SEGMENTS, SLOTS_PER_BUCKET};
 
 mod stats;
 
 pub const PARTITIONS: usize = 4096;
 const PARTITION_SHIFT: u32 = 52;
-
-/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Loc {
-    pub seg: u32,
-    pub off: u32,
-}
-
-pub const MAX_SEGMENTS: u32 = 1 << 24;
-/// The largest segment (a large item's own, whose item is at offset 0); offsets
-/// in shared segments (at most 1 MiB) are below 2^25, what a slot holds.
-pub const MAX_OFFSET: u32 = 1 << 26;
-
-fn tag_of(h: u64) -> u64 {
-    (h >> 32) & 0xffff
-}
-
-fn encode(h: u64, loc: Loc) -> u64 {
-    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < 1 << 25);
-    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 1)
-}
-
-fn decode(slot: u64) -> Loc {
-    Loc {
-        seg: ((slot >> 24) & 0xff_ffff) as u32,
-        off: ((slot & 0xff_ffff) as u32) << 1,
-    }
-}
-
-fn slot_tag(slot: u64) -> u64 {
-    slot >> 48
-}
-
-/// Maps 32 hash bits onto `0..n` without a division.
-fn reduce(x: u32, n: usize) -> usize {
-    ((u64::from(x) * n as u64) >> 32) as usize
-}
 
 /// Whether two hashes share a partition and both candidate buckets at every table
 /// size and salt, and so cannot be moved apart by cuckoo displacement: what a
@@ -120,94 +84,7 @@ pub fn same_buckets_everywhere(a: u64, b: u64) -> bool {
     Index::part(a) == Index::part(b) && a as u32 == b as u32 && tag_of(a) == tag_of(b)
 }
 
-/// A key's two candidate buckets in a table of `n` buckets and bucket salt `salt`.
-/// The salt rotates the hash's low 32 bits (by `salt` mod 32, one instruction),
-/// which brings other bits up to where they choose the first bucket; a bijection,
-/// so keys that agree there share buckets under every salt too. The second bucket
-/// is the first's partner under the key's tag ([`alt_bucket`]), so a slot's other
-/// bucket is known from the slot alone when cuckoo displacement moves it.
-fn buckets_of(h: u64, n: usize, salt: u32) -> (usize, usize) {
-    let x = (h as u32).rotate_left(salt);
-    let b1 = reduce(x, n);
-    (b1, alt_bucket(b1, tag_of(h), n))
-}
-
-/// The other candidate bucket of a slot with tag `tag` in bucket `b` (MemC3's
-/// partial-key cuckoo hashing): `g - b` modulo `n` for a `g` drawn from the tag,
-/// an involution, so either bucket of a key leads to the other without its hash.
-fn alt_bucket(b: usize, tag: u64, n: usize) -> usize {
-    let g = reduce(
-        (tag as u32 | (tag as u32) << 16).wrapping_mul(0x9E37_79B1),
-        n,
-    );
-    if g >= b {
-        g - b
-    } else {
-        g + n - b
-    }
-}
-
-/// The buckets of a packed table.
-///
-/// # Safety
-/// `v` came from [`new_table`] and the table has not been freed.
-unsafe fn unpack<'a>(v: u64) -> Table<'a> {
-    let p = (v & PTR_MASK & !SALT_MASK) as *const Bucket;
-    let n = (v >> 48) as usize;
-    // SAFETY: per the contract, `new_table` made this from `n` zeroed buckets that
-    // are still allocated.
-    let buckets = unsafe { std::slice::from_raw_parts(p, n) };
-    Table {
-        buckets,
-        salt: (v & SALT_MASK) as u32,
-    }
-}
-
-#[derive(Clone, Copy)]
-pub struct Table<'a> {
-    buckets: &'a [Bucket],
-    /// Mixed into the hash to choose buckets ([`buckets_of`]).
-    salt: u32,
-}
-
 impl Table<'_> {
-    fn len(&self) -> usize {
-        self.buckets.len()
-    }
-
-    /// The two candidate buckets of hash `h` in this table.
-    fn buckets_of(&self, h: u64) -> (usize, usize) {
-        buckets_of(h, self.len(), self.salt)
-    }
-
-    /// How many slots the table has (numbered bucket × 8 + slot).
-    pub fn slot_count(&self) -> usize {
-        self.buckets.len() * SLOTS_PER_BUCKET
-    }
-
-    /// Where slot number `i` points, if it is occupied (Acquire, as [`Index::find`]
-    /// loads slots).
-    pub fn slot(&self, i: usize) -> Option<Loc> {
-        let v = self.buckets.get(i / SLOTS_PER_BUCKET)?.slots[i % SLOTS_PER_BUCKET]
-            .load(Ordering::Acquire);
-        (v != 0).then(|| decode(v))
-    }
-
-    fn free_slot(&self, b: usize) -> Option<usize> {
-        self.buckets[b]
-            .slots
-            .iter()
-            .position(|s| s.load(Ordering::Relaxed) == 0)
-    }
-
-    fn occupancy(&self, b: usize) -> usize {
-        self.buckets[b]
-            .slots
-            .iter()
-            .filter(|s| s.load(Ordering::Relaxed) != 0)
-            .count()
-    }
-
     /// Places every item of `from` in this (unpublished) table, hashing each by its
     /// location with `rehash`; false when one does not fit. Counts the items it
     /// re-read, and the rebuild, in `index`'s counters.
@@ -226,27 +103,6 @@ impl Table<'_> {
             });
         index.rehashed.fetch_add(n, Ordering::Relaxed);
         all
-    }
-
-    /// Places a slot value in the emptier candidate bucket; false when both are full.
-    fn place(&self, h: u64, value: u64) -> bool {
-        let (b1, b2) = self.buckets_of(h);
-        let b = if b1 != b2 && self.occupancy(b2) < self.occupancy(b1) {
-            b2
-        } else {
-            b1
-        };
-        let b = match self.free_slot(b) {
-            Some(_) => b,
-            None if b != b2 && self.free_slot(b2).is_some() => b2,
-            None if b != b1 && self.free_slot(b1).is_some() => b1,
-            None => return false,
-        };
-        if let Some(s) = self.free_slot(b) {
-            self.buckets[b].slots[s].store(value, Ordering::Release);
-            return true;
-        }
-        false
     }
 }
 
@@ -297,7 +153,8 @@ pub struct Index {
     /// Bytes of small (malloc) tables freed since malloc was last trimmed. Relaxed:
     /// a threshold counter; two threads trimming at once is harmless.
     small_freed: AtomicU64,
-    /// Table rebuilds in progress (memcached's hash_is_expanding).
+    /// Table rebuilds in progress (memcached's hash_is_expanding). Relaxed: only
+    /// `stats` reads it, and nothing is published through it.
     expanding: AtomicU64,
     /// Tables built by rebuilds (grow or shrink, each attempt), and the items those
     /// rebuilds re-read to rehash (`stats`: memcrab_index_rebuilds,
@@ -751,8 +608,6 @@ impl Drop for Index {
     }
 }
 
-#[path = "cuckoo.rs"]
-mod cuckoo;
 #[cfg(test)]
 #[path = "index_tests.rs"]
 mod tests;

@@ -373,7 +373,11 @@ pub struct View<'a> {
     /// The stored CAS, when the item carries one.
     pub explicit_cas: Option<u64>,
     /// The expiry time, when the item has the field (stored with a non-zero one).
+    /// Touch changes it in place; Relaxed, as for `state`.
     exptime: Option<&'a AtomicU32>,
+    /// The item's state word (last access, [`ACCESSED`], [`FETCHED`], ...), which
+    /// changes after publication. Relaxed: each bit is set by one `fetch_or` and
+    /// read as a flag; no other memory is published through the word.
     pub state: &'a AtomicU32,
     /// Bytes the item takes in its segment.
     pub size: usize,

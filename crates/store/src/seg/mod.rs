@@ -30,7 +30,8 @@
 //! The files, each using only those below it, and the lock its functions expect
 //! held. `mod.rs` defines [`Seg`]; the `impl Seg` files above the line read its
 //! fields and its two helpers (`hash`, `open`) and add methods for the files above
-//! them; the files below the line know nothing of `Seg`:
+//! them; the files below the line know nothing of `Seg`. This is the one map of
+//! `seg/`; the crate docs point here:
 //!
 //! ```text
 //!   file          holds                                                  lock held
@@ -38,45 +39,54 @@
 //!                 and next_unique (the uniques a place cannot order); its
 //!                 unit tests: tests.rs, cas_tests.rs, persist_tests.rs
 //!   persist.rs    warm restart (-e): open_memory_file, restore, save     none (all threads stopped)
+//!                 (public: the server opens its memory file through it)
 //!   ops.rs        get_exclusive, touch_copy, store, delete, incr/decr    none
 //!   upkeep.rs     maintain (expiry, flush sweep, index shrink), flush_all none
 //!   walk.rs       walk: the key dump's lock-free walk of the index       none (pins)
-//!   write.rs      regions, write_item, take_segment, make_room           none / arena
+//!   write.rs      write_item, a thread's region, take_segment, make_room none / arena
 //!   evict.rs      evict_one, compact_mostly_dead, empty_segment          arena
 //!   link.rs       find_live_locked, link, unlink, link_if_current,       partition
 //!                 check_order (a new version's unique above the key's past)
 //!   ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ below: no Seg ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─
-//!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active    arena
-//!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
+//!   lease.rs      Lender, Lease: values lent past the lookup (lend count)  none
+//!                 (the crate root's `Item` names them from here)
+//!   arena.rs      Arena: ids, memory, free list, limbo, spare; Active,   arena
+//!                 Region (a region's active segments)
 //!   segments.rs   Desc, Descs (the table), segment memory, Life, Flush   none
 //!   mapfile.rs    MemFile: the -e memory file, its units' allocator       arena
-//!   meta.rs       the restart metadata file: encode, strict decode       none
-//!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
-//!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   index.rs      Index: partitions of tagged slots; Locked              pinned / partition
 //!     index/stats.rs  its figures for stats: counts, sizes, rebuilds, moves  partition / none
 //!                 (its unit tests: index_tests.rs)
 //!   cuckoo.rs     the index's cuckoo displacement: search, moves         partition
-//!   tables.rs     the index's tables in memory: Bucket, alloc, packing    none
-//!   lease.rs      Lender, Lease: values lent past the lookup (lend count)  none
+//!                 (Table's place_new and place_or_move)
+//!   tables.rs     the index's slots and tables: Loc, the slot encoding,  none
+//!                 a key's two buckets, Table (a table's buckets as
+//!                 readers see them), Bucket, alloc, packing
+//!   fifo.rs       Fifo: S3-FIFO's small and main queues, victim choice   arena
+//!   meta.rs       the restart metadata file: encode, strict decode       none
+//!   strict.rs     opening -e's files as sshd's StrictModes: owner, mode   none
+//!   keyhash.rs    KeyHasher: the index hash under a secret seed           none
 //!   item.rs       the item layout: New (write), View (read)              none
 //!   epoch.rs      epoch-based reclamation: pin, advance, is_quiescent    none
 //! ```
 
 mod arena;
+mod cuckoo;
 mod epoch;
 mod evict;
 mod fifo;
 mod index;
 mod item;
 mod keyhash;
-mod lease;
+// The crate root's `Item` names `Lease` and `Lender` here, not through this file.
+pub(crate) mod lease;
 mod link;
 mod mapfile;
-/// Public for the warm-restart fuzz target (fuzz/checks), which forges metadata files.
+// Public for the warm-restart fuzz target (fuzz/checks), which forges metadata files.
 pub mod meta;
 mod ops;
-mod persist;
+// Public: the server opens its `-e` memory file through it.
+pub mod persist;
 mod segments;
 mod strict;
 mod tables;
@@ -94,15 +104,13 @@ use crate::{
     Config, DeleteOpts, DeleteResult, Delta, DeltaOpts, Engine, EvictionListener, Fetch, GetOpts,
     Item, Met, Mode, SegmentStats, Stats, StoreOpts, StoreResult, WalkCursor, Walked,
 };
-use arena::Arena;
+use arena::{Arena, Region, REGIONS, TTL_BUCKETS};
 use index::Index;
 use segments::{Descs, Flush, Life};
-use write::{Region, REGIONS, TTL_BUCKETS};
 
 pub use index::same_buckets_everywhere;
 pub use keyhash::KeyHasher;
 pub use lease::{Lease, Lender};
-pub use persist::{meta_path, open_memory_file, open_memory_file_trusting, Saved, Started};
 pub use segments::segment_bytes;
 
 /// Cumulative counters, relaxed atomics (each is a plain statistic).
@@ -146,9 +154,11 @@ pub struct Seg {
     /// Descriptor table; owns the segments' memory. Shared with the leases
     /// ([`Lease`]), which keep it (and so the memory they lend) alive.
     descs: Arc<Descs>,
-    /// Segment allocation, sealing, eviction and reclamation.
+    /// Segment allocation, sealing, eviction and reclamation. Taken after a region's
+    /// lock and before any partition's (the lock order in the module docs).
     arena: Mutex<Arena>,
-    /// Per-thread allocation regions: the active segment of each TTL bucket.
+    /// Per-thread allocation regions: the active segment of each TTL bucket. A
+    /// region's lock is the first of the lock order; no thread holds two.
     regions: Box<[Mutex<Region>]>,
     /// Generation counter for segments and flushes (starts at 1). SeqCst-free: each
     /// value is taken with fetch_add and compared only with other values of it.
@@ -171,6 +181,17 @@ pub struct Seg {
     /// Told of every eviction (`watch evictions`); set at most once, read (one
     /// acquire load) per eviction.
     eviction_listener: OnceLock<Arc<dyn EvictionListener>>,
+}
+
+impl Life {
+    /// What a lookup that met an item in this state answers.
+    fn fetch(self) -> Fetch {
+        match self {
+            Life::Live => Fetch::Hit,
+            Life::Expired => Fetch::Expired,
+            Life::Flushed => Fetch::Flushed,
+        }
+    }
 }
 
 impl Seg {

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use super::persist::{meta_path, open_memory_file};
 use super::*;
 use crate::{DeleteOpts, Mode, StoreOpts, StoreResult};
 

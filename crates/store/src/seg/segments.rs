@@ -18,7 +18,6 @@ use super::index::{Loc, MAX_SEGMENTS};
 use super::item::{self, View, ATIME_MASK};
 use super::mapfile::MemFile;
 use crate::clock::RelTime;
-use crate::Fetch;
 
 /// `max_exptime` of a segment holding an item that never expires.
 pub const NEVER: u32 = u32::MAX;
@@ -59,6 +58,15 @@ pub fn expiry_bound(exptime: RelTime) -> u32 {
 }
 
 /// A segment's descriptor.
+///
+/// Ordering: `ptr` is stored Release after `cap` and loaded Acquire, so whoever
+/// sees the memory sees its capacity; `lent` is described at the field. Every other
+/// field is Relaxed: `gen` and `opened` are written before any item of the opening
+/// is linked, and the link's Release store (which [`Index::find`] loads Acquire)
+/// publishes them to lock-free readers; the rest are read under the lock that
+/// writes them (arena or partition), or only as statistics and bounds.
+///
+/// [`Index::find`]: super::index::Index::find
 #[derive(Default)]
 pub struct Desc {
     /// The segment's memory, null while it has none. Changed only under the arena
@@ -278,17 +286,6 @@ pub enum Life {
     Live,
     Expired,
     Flushed,
-}
-
-impl Life {
-    /// What a lookup that met an item in this state answers.
-    pub fn fetch(self) -> Fetch {
-        match self {
-            Life::Live => Fetch::Hit,
-            Life::Expired => Fetch::Expired,
-            Life::Flushed => Fetch::Flushed,
-        }
-    }
 }
 
 /// What flush_all has invalidated, read by every liveness check.

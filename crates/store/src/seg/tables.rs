@@ -1,11 +1,14 @@
-//! The index's tables in memory: the 64-byte [`Bucket`], table allocation (malloc
-//! for small tables, `mmap` for large ones) and freeing, and the one-word packed
-//! form readers load (address, bucket count, bucket salt). What a table's slots
-//! mean, and who may read or write them, is `index.rs`'s.
+//! The index's slots and tables: where an item lives ([`Loc`]) and how a slot
+//! encodes it with the key's tag, a key's two candidate buckets ([`buckets_of`],
+//! [`alt_bucket`]), [`Table`] (a table's buckets as a reader sees them), the
+//! 64-byte [`Bucket`], table allocation (malloc for small tables, `mmap` for large
+//! ones) and freeing, and the one-word packed form readers load (address, bucket
+//! count, bucket salt). Who may read or write a table's slots, and when, is
+//! `index.rs`'s.
 //!
 //! Locks: none. Imports: nothing of the engine's.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const SLOTS_PER_BUCKET: usize = 8;
 /// A partition's first table's bucket count.
@@ -151,4 +154,151 @@ pub(super) fn initial_table() -> u64 {
         eprintln!("memcrab: no memory for the index");
         std::process::abort()
     })
+}
+
+/// Where an item lives: a segment id (≥ 1) and a byte offset (a multiple of 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub seg: u32,
+    pub off: u32,
+}
+
+pub const MAX_SEGMENTS: u32 = 1 << 24;
+/// The largest segment (a large item's own, whose item is at offset 0); offsets
+/// in shared segments (at most 1 MiB) are below 2^25, what a slot holds.
+pub const MAX_OFFSET: u32 = 1 << 26;
+
+pub(super) fn tag_of(h: u64) -> u64 {
+    (h >> 32) & 0xffff
+}
+
+pub(super) fn encode(h: u64, loc: Loc) -> u64 {
+    debug_assert!(loc.seg != 0 && loc.seg < MAX_SEGMENTS && loc.off < 1 << 25);
+    tag_of(h) << 48 | u64::from(loc.seg) << 24 | u64::from(loc.off >> 1)
+}
+
+pub(super) fn decode(slot: u64) -> Loc {
+    Loc {
+        seg: ((slot >> 24) & 0xff_ffff) as u32,
+        off: ((slot & 0xff_ffff) as u32) << 1,
+    }
+}
+
+pub(super) fn slot_tag(slot: u64) -> u64 {
+    slot >> 48
+}
+
+/// Maps 32 hash bits onto `0..n` without a division.
+pub(super) fn reduce(x: u32, n: usize) -> usize {
+    ((u64::from(x) * n as u64) >> 32) as usize
+}
+
+/// A key's two candidate buckets in a table of `n` buckets and bucket salt `salt`.
+/// The salt rotates the hash's low 32 bits (by `salt` mod 32, one instruction),
+/// which brings other bits up to where they choose the first bucket; a bijection,
+/// so keys that agree there share buckets under every salt too. The second bucket
+/// is the first's partner under the key's tag ([`alt_bucket`]), so a slot's other
+/// bucket is known from the slot alone when cuckoo displacement moves it.
+pub(super) fn buckets_of(h: u64, n: usize, salt: u32) -> (usize, usize) {
+    let x = (h as u32).rotate_left(salt);
+    let b1 = reduce(x, n);
+    (b1, alt_bucket(b1, tag_of(h), n))
+}
+
+/// The other candidate bucket of a slot with tag `tag` in bucket `b` (MemC3's
+/// partial-key cuckoo hashing): `g - b` modulo `n` for a `g` drawn from the tag,
+/// an involution, so either bucket of a key leads to the other without its hash.
+pub(super) fn alt_bucket(b: usize, tag: u64, n: usize) -> usize {
+    let g = reduce(
+        (tag as u32 | (tag as u32) << 16).wrapping_mul(0x9E37_79B1),
+        n,
+    );
+    if g >= b {
+        g - b
+    } else {
+        g + n - b
+    }
+}
+
+/// The buckets of a packed table.
+///
+/// # Safety
+/// `v` came from [`new_table`] and the table has not been freed.
+pub(super) unsafe fn unpack<'a>(v: u64) -> Table<'a> {
+    let p = (v & PTR_MASK & !SALT_MASK) as *const Bucket;
+    let n = (v >> 48) as usize;
+    // SAFETY: per the contract, `new_table` made this from `n` zeroed buckets that
+    // are still allocated.
+    let buckets = unsafe { std::slice::from_raw_parts(p, n) };
+    Table {
+        buckets,
+        salt: (v & SALT_MASK) as u32,
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Table<'a> {
+    pub(super) buckets: &'a [Bucket],
+    /// Mixed into the hash to choose buckets ([`buckets_of`]).
+    pub(super) salt: u32,
+}
+
+impl Table<'_> {
+    pub(super) fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// The two candidate buckets of hash `h` in this table.
+    pub(super) fn buckets_of(&self, h: u64) -> (usize, usize) {
+        buckets_of(h, self.len(), self.salt)
+    }
+
+    /// How many slots the table has (numbered bucket × 8 + slot).
+    pub fn slot_count(&self) -> usize {
+        self.buckets.len() * SLOTS_PER_BUCKET
+    }
+
+    /// Where slot number `i` points, if it is occupied (Acquire, as [`Index::find`]
+    /// loads slots).
+    pub fn slot(&self, i: usize) -> Option<Loc> {
+        let v = self.buckets.get(i / SLOTS_PER_BUCKET)?.slots[i % SLOTS_PER_BUCKET]
+            .load(Ordering::Acquire);
+        (v != 0).then(|| decode(v))
+    }
+
+    pub(super) fn free_slot(&self, b: usize) -> Option<usize> {
+        self.buckets[b]
+            .slots
+            .iter()
+            .position(|s| s.load(Ordering::Relaxed) == 0)
+    }
+
+    pub(super) fn occupancy(&self, b: usize) -> usize {
+        self.buckets[b]
+            .slots
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
+    /// Places a slot value in the emptier candidate bucket; false when both are full.
+    pub(super) fn place(&self, h: u64, value: u64) -> bool {
+        let (b1, b2) = self.buckets_of(h);
+        let b = if b1 != b2 && self.occupancy(b2) < self.occupancy(b1) {
+            b2
+        } else {
+            b1
+        };
+        let b = match self.free_slot(b) {
+            Some(_) => b,
+            None if b != b2 && self.free_slot(b2).is_some() => b2,
+            None if b != b1 && self.free_slot(b1).is_some() => b1,
+            None => return false,
+        };
+        if let Some(s) = self.free_slot(b) {
+            self.buckets[b].slots[s].store(value, Ordering::Release);
+            return true;
+        }
+        false
+    }
 }

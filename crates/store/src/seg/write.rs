@@ -14,21 +14,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::arena::{Active, Arena, Written};
+use super::arena::{Active, Arena, Region, Written, REGIONS, TTL_BUCKETS};
 use super::epoch;
 use super::index::Loc;
 use super::item;
 use super::segments::{derived_cas, expiry_bound};
 use super::Seg;
 use crate::clock::RelTime;
-
-/// TTL groups: items that never expire, then TTLs under 8 s, 64 s, 512 s, … 2^18 s.
-pub const TTL_BUCKETS: usize = 8;
-/// Allocation regions; threads are spread over them round-robin.
-pub const REGIONS: usize = 16;
-
-/// A region: the active segment of each TTL group, under the region's lock.
-pub type Region = [Option<Active>; TTL_BUCKETS];
 
 /// The TTL group of an item.
 pub fn ttl_bucket(exptime: RelTime, now: RelTime) -> usize {
@@ -45,7 +37,8 @@ thread_local! {
 }
 
 fn next_region() -> usize {
-    /// Round-robin assignment of threads to regions.
+    /// Round-robin assignment of threads to regions. Relaxed: any spread will
+    /// do, and the region's own lock orders what its threads write.
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed) % REGIONS
 }

@@ -1,6 +1,5 @@
-//! memcached's meta commands (`mg ms md ma mn me`), server side: request parsing and
-//! flag tokens here, the line's split in `tokens.rs`, the request [`Key`] and base64
-//! in `key.rs`, reply pieces in [`reply`]; the client side in [`client`].
+//! memcached's meta commands (`mg ms md ma mn me`): request parsing and flag tokens,
+//! the request [`Key`] and base64, reply pieces, and the client side.
 //!
 //! The model is memcached 1.6.45's `proto_parser.c` (`process_request`,
 //! `_meta_flag_preparse`, `process_mget_cmd`, `process_mset_cmd_start`,
@@ -29,6 +28,21 @@
 //!
 //! Errors memcached reports only after touching the item (`mg`/`ma` with an opaque
 //! over 32 bytes) are left to the executor: [`Flags::opaque_too_long`].
+//!
+//! The files, what each holds, and what it imports of this crate (`──►`):
+//!
+//! ```text
+//!   mod.rs     meta::parse (returns Parsed), Meta, Flags, SetMode, the error lines
+//!                  ──► tokens, key, text's token, config and reply, num,
+//!                      memcrab_limits
+//!   tokens.rs  the line split as mcmc splits it (MetaTokens); imports nothing
+//!   key.rs     Key (plain or base64), base64 codec, NotBase64
+//!                  ──► memcrab_limits (KEY_MAX_LEN)
+//!   reply.rs   reply pieces (` c<cas>`, ` k<key>`, ` t<ttl>`)  ──► key
+//!   client.rs  client side: request encoders, reply parser
+//!                  ──► text's client (Malformed, data_block), num
+//!   tests.rs   unit tests
+//! ```
 
 use super::config::{item_size_ok, Config};
 use super::token::{tok_i32, tok_u64, TOK_U32_MAX_LEN, TOK_U64_MAX_LEN};

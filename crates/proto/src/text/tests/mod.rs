@@ -1,3 +1,7 @@
+//! Unit tests of the text parser: the classic commands here (every proper prefix of
+//! a complete input must parse as incomplete), the admin commands in
+//! `admin_commands.rs`.
+
 use super::*;
 
 mod admin_commands;

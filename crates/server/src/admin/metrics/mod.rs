@@ -18,7 +18,8 @@
 //!
 //! Files: `mod.rs` (binding, the accept loop), `http.rs` (request heads and
 //! responses), `collect.rs` (the `stats` reports as memcached_exporter's series and
-//! memcrab's own), `expo.rs` (the text and OpenMetrics formats). The exposition is
+//! memcrab's own), `names.rs` (which `stats` field feeds which series: name, type,
+//! help), `expo.rs` (the text and OpenMetrics formats). The exposition is
 //! written here rather than with a crate: `prometheus-client` writes OpenMetrics
 //! only and `prometheus` the text format only, and both are built around metrics
 //! registered once, while these series are made fresh from `stats` on each scrape

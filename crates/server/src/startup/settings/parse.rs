@@ -205,15 +205,24 @@ fn apply(
     Ok(None)
 }
 
-/// `-m`: memcached accepts a k/m/g suffix; a plain number is megabytes.
+/// The largest `-m` in megabytes whose byte count fits a u64 (the engine's limit is
+/// in bytes).
+const MEMORY_LIMIT_MB_MAX: u64 = u64::MAX >> 20;
+
+/// `-m`: a plain number is megabytes. memcrab also takes a k/m/g suffix, where
+/// memcached 1.6 reads the number with `atoi` (a suffix ends it: `-m 2048k` is
+/// 2048 MB there) and multiplies in a `size_t`, which wraps; memcrab refuses a
+/// limit whose bytes do not fit, as `-I` refuses a size that does not ([`size`]).
 fn megabytes(flag: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
     let mb = match t.as_bytes().last() {
-        Some(b'g' | b'G') => num::<u64>(flag, &t[..t.len() - 1])? * 1024,
-        Some(b'm' | b'M') => num(flag, &t[..t.len() - 1])?,
-        Some(b'k' | b'K') => num::<u64>(flag, &t[..t.len() - 1])? / 1024,
-        _ => num(flag, t)?,
-    };
+        Some(b'g' | b'G') => num::<u64>(flag, &t[..t.len() - 1])?.checked_mul(1024),
+        Some(b'm' | b'M') => Some(num(flag, &t[..t.len() - 1])?),
+        Some(b'k' | b'K') => Some(num::<u64>(flag, &t[..t.len() - 1])? / 1024),
+        _ => Some(num(flag, t)?),
+    }
+    .filter(|&mb| mb <= MEMORY_LIMIT_MB_MAX)
+    .ok_or_else(|| format!("{flag}: size \"{v}\" is too large"))?;
     if mb == 0 {
         return Err("-m: memory limit must be at least 1 megabyte".into());
     }

@@ -205,6 +205,10 @@ fn errors_name_the_flag() {
         (&["-I", "512"], "-I"),
         (&["-I", "40m"], "-I"),
         (&["-m", "1024", "-I", "2000m"], "-I"),
+        // A limit whose bytes overflow a u64 (it used to wrap, under -I's check too).
+        (&["-m", "17592186044416"], "-m: size"),
+        (&["-m", "18014398509481984g"], "-m: size"),
+        (&["-m", "99999999999999"], "-m: size"),
         (&["-U", "x"], "-U"),
         (&["-U", "70000"], "-U"),
         (&["-o", "bogus"], "Illegal suboption"),
@@ -216,6 +220,20 @@ fn errors_name_the_flag() {
     for (args, want) in rows {
         let err = run(args).expect_err("must fail");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn memory_limit_up_to_what_bytes_hold() {
+    // The largest -m whose byte count fits a u64, in each unit.
+    let max = u64::MAX >> 20;
+    for (arg, want) in [
+        ("17592186044415", max),
+        ("17592186044415m", max),
+        ("17179869183g", 17179869183 * 1024),
+        ("2048k", 2),
+    ] {
+        assert_eq!(run(&["-m", arg]).expect(arg).memory_limit_mb, want, "{arg}");
     }
 }
 

@@ -8,7 +8,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{unpack, Counts, Index};
+use super::{Counts, Index};
+use crate::seg::tables::unpack;
 
 impl Index {
     /// Sums of every partition's counts.
