@@ -207,7 +207,10 @@ class Watcher:
             left = deadline - time.monotonic()
             assert left > 0, f"no such event line; got {out}"
             self.sock.settimeout(left)
-            chunk = self.sock.recv(4096)
+            try:
+                chunk = self.sock.recv(4096)
+            except TimeoutError:
+                raise AssertionError(f"no such event line in {WATCH_SECS} s; got {out}") from None
             assert chunk, "watcher closed"
             self.buf += chunk
 
