@@ -38,7 +38,8 @@ fn sim_python() -> Option<PathBuf> {
 
 #[test]
 fn misscurve_replays_simulates_and_draws_every_series() {
-    let memcrab = bench_bin().with_file_name("memcrab");
+    // `$MEMCRAB_BIN` (scripts/test: the release build), else the one beside the bench.
+    let memcrab = memcrab_testkit::memcrab_bin();
     assert!(memcrab.exists(), "{} missing", memcrab.display());
     let memcached = PathBuf::from("/usr/bin/memcached");
     assert!(

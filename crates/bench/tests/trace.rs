@@ -9,9 +9,10 @@ fn bench_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_memcrab-bench"))
 }
 
-/// The server binary is built next to the bench by `cargo test --workspace`.
+/// The server binary: `$MEMCRAB_BIN` (scripts/test: the release build), else the one
+/// built next to the bench by `cargo test --workspace`.
 fn memcrab_bin() -> PathBuf {
-    let p = bench_bin().with_file_name("memcrab");
+    let p = memcrab_testkit::memcrab_bin();
     assert!(
         p.exists(),
         "{} missing: run cargo test --workspace",

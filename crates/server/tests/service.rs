@@ -31,8 +31,10 @@ use common::{scratch_dir, Client, Stream};
 const WAIT: Duration = Duration::from_secs(10);
 const WRAPPER: &str = "/usr/share/memcached/scripts/systemd-memcached-wrapper";
 
+/// `$MEMCRAB_BIN` (scripts/test: the release build), else the one cargo built for
+/// this test.
 fn memcrab() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_memcrab"))
+    memcrab_testkit::memcrab_bin()
 }
 
 fn is_root() -> bool {
