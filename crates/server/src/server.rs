@@ -253,6 +253,9 @@ pub struct WorkerObs {
     pub hotkeys: HotKeys,
     /// Requests are timed: latency histograms on, or a slow log threshold set.
     pub timed: bool,
+    /// Timed, and on the time-stamp counter: a batch's start reads it after this
+    /// one check (`exec/probe.rs`, `Batch::begin`).
+    pub tsc: bool,
     /// [`Observe::latency`].
     pub latency: bool,
     /// [`Observe::hotkeys`].
@@ -315,6 +318,7 @@ impl Observe {
                     latencies: Latencies::new(ticks),
                     hotkeys: HotKeys::new(w as u64 + 1),
                     timed,
+                    tsc: timed && ticks.is_tsc(),
                     latency,
                     sample: hotkeys,
                     slowlog_on: slowlog_us > 0,
@@ -357,13 +361,27 @@ pub struct Ctx<'a> {
     /// miss included), and the request step reads it when the reply is queued
     /// (`exec/probe.rs`). Only this worker's thread touches it.
     pub series: Cell<u8>,
-    /// Hot keys sample the request being executed: its executor kept its key(s)
-    /// (`exec/probe.rs`, `hot`), and the request step counts them when the reply is
-    /// queued. Only this worker's thread touches it.
-    pub sampled: Cell<bool>,
+    /// Keyed requests until the next hot-key sample: each one's executor counts it
+    /// down (`exec/probe.rs`, `hot`), and the one that brings it to 0 is sampled
+    /// (with hot keys off it only re-arms, every 2^32 requests). Kept here rather
+    /// than in the worker's `HotKeys`, so that a request pays one decrement for it.
+    /// Only this worker's thread touches it.
+    pub hot_left: Cell<u32>,
+    /// Why the request being executed ends off the common path (`exec/probe.rs`,
+    /// `done`), 0 when it does not: [`Ctx::RARE_SAMPLED`] (hot keys sample it: its
+    /// executor kept its key(s), to count when the reply is queued) or
+    /// [`Ctx::RARE_UNBATCHED`] (set for good: this worker records no batches, as
+    /// its histograms are off or the slow log times each request). One byte, so
+    /// that the common path checks one thing. Only this worker's thread touches it.
+    pub rare: Cell<u8>,
 }
 
 impl Ctx<'_> {
+    /// [`Ctx::rare`]: a hot-key sample is in flight.
+    pub const RARE_SAMPLED: u8 = 1;
+    /// [`Ctx::rare`]: the worker does not batch its requests' timing.
+    pub const RARE_UNBATCHED: u8 = 2;
+
     /// memcached's slab classes under these settings, for the `clsid` of log lines.
     pub(crate) fn classes(&self) -> Classes {
         let s = &self.server.settings;

@@ -3,7 +3,7 @@
 //! hotkeys`, `/metrics`).
 //!
 //! ```text
-//!   request ── sampled()? (1 in SAMPLE_RATE, a per-worker countdown) ── no ──► done
+//!   request ── sampled? (1 in SAMPLE_RATE: the worker's countdown, gap()) ── no ──► done
 //!                  │ yes: its key(s) kept (HotKeys::begin), counted as it ends
 //!                  ▼
 //!   worker's HotKeys ── Mutex<Sketches> ── reads:  Sketch (count-min + top list)
@@ -213,10 +213,9 @@ struct Sketches {
 /// One worker's hot-key sketches.
 pub struct HotKeys {
     /// The sampler's xorshift64 state: only the owning worker loads and stores it
-    /// (Relaxed: no other memory depends on it).
+    /// (Relaxed: no other memory depends on it). The countdown it draws gaps for
+    /// is the worker's own (`Ctx::hot_left`).
     rng: AtomicU64,
-    /// Requests until the next sample (owner only, as `rng`).
-    left: AtomicU64,
     /// Taken by the owning worker twice per sampled request (as it starts and as it
     /// ends) and by a reader (`stats hotkeys`, `/metrics`, `reset`) while it copies
     /// the lists out or clears them; neither holds it while taking another lock.
@@ -240,7 +239,6 @@ impl HotKeys {
         let random = RandomState::new();
         HotKeys {
             rng: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
-            left: AtomicU64::new(1),
             sketches: Mutex::new(Box::new(Sketches {
                 kinds: std::array::from_fn(|_| Sketch::new()),
                 keys: Vec::new(),
@@ -253,30 +251,18 @@ impl HotKeys {
         }
     }
 
-    /// Whether to sample this request (one in [`SAMPLE_RATE`] on average). Only the
-    /// owning worker calls this. A countdown (a load, a decrement and a store per
-    /// request) whose every restart draws the next gap uniformly from
-    /// 1..2 * SAMPLE_RATE, so that no periodic pattern in the requests lines up
-    /// with the samples.
-    #[inline]
-    pub fn sampled(&self) -> bool {
-        let left = self.left.load(Ordering::Relaxed);
-        if left > 1 {
-            self.left.store(left - 1, Ordering::Relaxed);
-            return false;
-        }
-        self.left.store(self.gap(), Ordering::Relaxed);
-        true
-    }
-
-    /// A gap between samples, uniform in 1..2 * SAMPLE_RATE (mean SAMPLE_RATE).
-    fn gap(&self) -> u64 {
+    /// The gap to the next sampled request, uniform in 1..2 * SAMPLE_RATE (mean
+    /// SAMPLE_RATE), so that no periodic pattern in the requests lines up with the
+    /// samples. The worker counts it down itself, one decrement a request with a
+    /// key (`exec/probe.rs`, `hot`, with `Ctx::hot_left`), and draws the next gap
+    /// when it runs out. Only the owning worker calls this.
+    pub fn gap(&self) -> u32 {
         let mut x = self.rng.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.rng.store(x, Ordering::Relaxed);
-        1 + x % (2 * SAMPLE_RATE - 1)
+        1 + (x % (2 * SAMPLE_RATE - 1)) as u32
     }
 
     /// A key's hash: 8 bytes at a time, each folded with the seed, then once more.
@@ -511,18 +497,29 @@ mod tests {
         }
     }
 
+    /// The request step's countdown (`exec/probe.rs`, `hot`) over `left`.
+    fn sampled(h: &HotKeys, left: &mut u32) -> bool {
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        *left = h.gap();
+        true
+    }
+
     /// Recall of the true top 16 among the reported [`TOP_K`], with the default
     /// sampling, 4 workers and 1,000,000 requests over 100,000 keys (it also prints
     /// the strict figure: among the reported top 16).
     fn recall(s: f64) -> f64 {
         const WORKERS: usize = 4;
         let workers: Vec<HotKeys> = (0..WORKERS as u64).map(HotKeys::new).collect();
+        let mut left = [1u32; WORKERS];
         let mut z = Zipf::new(100_000, s, 0x5eed ^ s.to_bits());
         let key = |r: usize| format!("key:{r}").into_bytes();
         for i in 0..1_000_000usize {
             let w = &workers[i % WORKERS];
             let r = z.next();
-            if w.sampled() {
+            if sampled(w, &mut left[i % WORKERS]) {
                 w.note(r % 10 == 9, &key(r), 100);
             }
         }
@@ -569,7 +566,8 @@ mod tests {
     #[test]
     fn sampling_rate_is_about_one_in_sample_rate() {
         let h = HotKeys::new(7);
-        let n = (0..160_000).filter(|_| h.sampled()).count() as f64;
+        let mut left = 1;
+        let n = (0..160_000).filter(|_| sampled(&h, &mut left)).count() as f64;
         let want = 160_000.0 / SAMPLE_RATE as f64;
         assert!((n - want).abs() / want < 0.05, "{n} sampled");
     }

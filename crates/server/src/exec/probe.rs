@@ -56,8 +56,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
 use memcrab_proto::text::{Config, Keys, Request};
 
-use super::Flow;
-use crate::admin::latency;
+use crate::admin::{clock, latency};
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
@@ -75,10 +74,10 @@ pub fn mark_read(cx: &Ctx<'_>, series: usize, hit: bool) {
 }
 
 /// A request with a key (every one whose series is not `other`) starts: it counts
-/// down to the next hot-key sample, and a sampled one keeps its key(s) (`keys`,
-/// called only then), the value bytes it stores and the output's length until
-/// [`done`] counts it. Called by its executor, which holds the key(s), before the
-/// request changes anything.
+/// down to the next hot-key sample (`Ctx::hot_left`: one decrement), and a sampled
+/// one keeps its key(s) (`keys`, called only then), the value bytes it stores and
+/// the output's length until [`done`] counts it. Called by its executor, which
+/// holds the key(s), before the request changes anything.
 #[inline(always)]
 pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
     cx: &Ctx<'_>,
@@ -86,25 +85,31 @@ pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
     stored: usize,
     out: &Out,
 ) {
-    if let Some(w) = cx.obs {
-        if w.sample && w.hotkeys.sampled() {
-            sample(cx, w, keys(), stored, out.len());
-        }
+    let left = cx.hot_left.get().wrapping_sub(1);
+    cx.hot_left.set(left);
+    if left == 0 {
+        sample(cx, keys, stored, out.len());
     }
 }
 
-/// [`hot`]'s sampled request: its key(s) are kept (`HotKeys::begin`).
+/// [`hot`]'s countdown ran out: with hot keys on, the request's key(s) are kept
+/// (`HotKeys::begin`) and the next gap drawn; else the countdown is re-armed.
 #[cold]
 #[inline(never)]
-fn sample<'k>(
+fn sample<'k, I: Iterator<Item = &'k [u8]>>(
     cx: &Ctx<'_>,
-    w: &WorkerObs,
-    keys: impl Iterator<Item = &'k [u8]>,
+    keys: impl FnOnce() -> I,
     stored: usize,
     at: usize,
 ) {
-    w.hotkeys.begin(keys, stored, at);
-    cx.sampled.set(true);
+    match cx.obs {
+        Some(w) if w.sample => {
+            w.hotkeys.begin(keys(), stored, at);
+            cx.hot_left.set(w.hotkeys.gap());
+            cx.rare.set(cx.rare.get() | Ctx::RARE_SAMPLED);
+        }
+        _ => cx.hot_left.set(u32::MAX),
+    }
 }
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
@@ -124,29 +129,53 @@ impl<'r> Key<'r> {
     }
 }
 
-/// The request's reply is queued (or the request ended as `flow` says), and its
-/// executor has [`mark`]ed its series: the request joins `batch`, and a sampled
-/// one is counted in the hot keys. True when the slow log times requests instead
-/// of the batch: the caller then hands the request's key to [`slow`] (kept apart,
-/// so that no other request builds that argument).
+/// The request's reply is queued (or the request ended otherwise, but for a pause:
+/// [`suspended`]), and its executor has [`mark`]ed its series: the request joins
+/// `batch` (or, the first and `last` of its batch, the input used up, is recorded
+/// at once, from the batch's start to now: a request that comes alone), and a
+/// sampled one is counted in the hot keys. True when the slow log times requests
+/// instead of the batch: the caller then hands the request's key to [`slow`] (kept
+/// apart, so that no other request builds that argument).
 #[inline(always)]
 #[must_use]
-pub fn done(cx: &Ctx<'_>, out: &Out, flow: &Flow, batch: &mut Batch) -> bool {
+pub fn done(cx: &Ctx<'_>, out: &Out, batch: &mut Batch, last: bool) -> bool {
     let Some(w) = cx.obs else { return false };
-    if *flow == Flow::Suspend {
-        // Resumed, the request is started (and may be sampled) again.
-        cx.sampled.set(false);
+    let series = cx.series.get();
+    if cx.rare.get() == 0 {
+        if batch.n == 0 && last {
+            batch.alone(w, series);
+        } else {
+            batch.push(w, series);
+        }
         return false;
     }
-    let series = cx.series.get();
-    if cx.sampled.get() {
-        counted(cx, w, usize::from(series), out.len());
+    done_rare(cx, w, series, out.len(), batch)
+}
+
+/// [`done`] off its common path (`Ctx::rare`): a sampled request is counted, and
+/// the request joins the batch, or is left to [`slow`] (true) while the slow log
+/// is on.
+#[inline(never)]
+fn done_rare(cx: &Ctx<'_>, w: &WorkerObs, series: u8, out: usize, batch: &mut Batch) -> bool {
+    let rare = cx.rare.get();
+    if rare & Ctx::RARE_SAMPLED != 0 {
+        cx.rare.set(rare & !Ctx::RARE_SAMPLED);
+        w.hotkeys
+            .end(latency::is_read_series(usize::from(series)), out);
     }
     if w.batched {
         batch.push(w, series);
         return false;
     }
     w.slowlog_on
+}
+
+/// A multi-get (or key dump) paused for a full output buffer: it is recorded in the
+/// batch of its last resumption, not now, and a sample it took is dropped
+/// (resumed, it starts, and counts down to a sample, again).
+#[inline(always)]
+pub fn suspended(cx: &Ctx<'_>) {
+    cx.rare.set(cx.rare.get() & !Ctx::RARE_SAMPLED);
 }
 
 /// Requests per [`Batch`] at most: a fuller one is recorded early.
@@ -185,27 +214,31 @@ impl Batch {
     #[inline(always)]
     pub fn begin(&mut self, cx: &Ctx<'_>) {
         self.start = match cx.obs {
+            Some(w) if w.tsc => clock::rdtsc(),
             Some(w) if w.timed => w.ticks.now(),
             _ => 0,
         };
     }
 
-    /// The batch ends: records its requests (one alone, here: a request that comes
-    /// alone is the common case of a client that waits for each reply).
+    /// The batch ends: records its requests, if any are left (a request that came
+    /// alone was recorded as it ended: [`done`]).
     #[inline(always)]
     pub fn end(&mut self, cx: &Ctx<'_>) {
         if self.n == 0 {
             return;
         }
-        let Some(w) = cx.obs else { return };
-        if self.n == 1 {
-            let now = w.ticks.now();
-            w.latencies
-                .record(usize::from(self.series[0]), now.saturating_sub(self.start));
-            self.n = 0;
-        } else {
+        if let Some(w) = cx.obs {
             self.record(w);
         }
+    }
+
+    /// The only request of the batch, its input used up, ends: recorded now, with
+    /// the time since the batch's start (one clock read, no run of the batch).
+    #[inline(always)]
+    fn alone(&mut self, w: &WorkerObs, series: u8) {
+        let now = w.ticks.now();
+        w.latencies
+            .record(usize::from(series), now.saturating_sub(self.start));
     }
 
     /// A request of `series` joins the batch (a full batch is recorded early).
@@ -248,15 +281,6 @@ impl Batch {
         }
         w.ticks.ns(0, units)
     }
-}
-
-/// A sampled request ends: the hot keys count the key(s) its executor kept, and
-/// (for a read) the reply up to `out` bytes of output.
-#[cold]
-#[inline(never)]
-fn counted(cx: &Ctx<'_>, w: &WorkerObs, series: usize, out: usize) {
-    cx.sampled.set(false);
-    w.hotkeys.end(latency::is_read_series(series), out);
 }
 
 /// While the slow log is on, a request ends ([`done`] said so): timed on its own,
