@@ -253,9 +253,6 @@ pub struct WorkerObs {
     pub hotkeys: HotKeys,
     /// Requests are timed: latency histograms on, or a slow log threshold set.
     pub timed: bool,
-    /// Timed, and on the time-stamp counter: a batch's start reads it after this
-    /// one check (`exec/probe.rs`, `Batch::begin`).
-    pub tsc: bool,
     /// [`Observe::latency`].
     pub latency: bool,
     /// [`Observe::hotkeys`].
@@ -318,7 +315,6 @@ impl Observe {
                     latencies: Latencies::new(ticks),
                     hotkeys: HotKeys::new(w as u64 + 1),
                     timed,
-                    tsc: timed && ticks.is_tsc(),
                     latency,
                     sample: hotkeys,
                     slowlog_on: slowlog_us > 0,
@@ -370,17 +366,27 @@ pub struct Ctx<'a> {
     /// Why the request being executed ends off the common path (`exec/probe.rs`,
     /// `done`), 0 when it does not: [`Ctx::RARE_SAMPLED`] (hot keys sample it: its
     /// executor kept its key(s), to count when the reply is queued) or
-    /// [`Ctx::RARE_UNBATCHED`] (set for good: this worker records no batches, as
-    /// its histograms are off or the slow log times each request). One byte, so
-    /// that the common path checks one thing. Only this worker's thread touches it.
+    /// [`Ctx::RARE_WORKER`] (set for good: this worker's histograms are off, or the
+    /// slow log times each request, or its clock is not the time-stamp counter,
+    /// which the common path reads without asking). One byte, so that the common
+    /// path checks one thing. Only this worker's thread touches it.
     pub rare: Cell<u8>,
+    /// How a batch's start reads the request clock (`exec/probe.rs`,
+    /// `Batch::begin`): [`Ctx::CLOCK_TSC`] the time-stamp counter,
+    /// [`Ctx::CLOCK_MONOTONIC`] the monotonic clock, 0 when nothing is timed. A
+    /// sign, so that one comparison tells the three apart.
+    pub clock: i8,
 }
 
 impl Ctx<'_> {
     /// [`Ctx::rare`]: a hot-key sample is in flight.
     pub const RARE_SAMPLED: u8 = 1;
-    /// [`Ctx::rare`]: the worker does not batch its requests' timing.
-    pub const RARE_UNBATCHED: u8 = 2;
+    /// [`Ctx::rare`]: the worker's requests never take the common path.
+    pub const RARE_WORKER: u8 = 2;
+    /// [`Ctx::clock`]: requests are timed on the time-stamp counter.
+    pub const CLOCK_TSC: i8 = -1;
+    /// [`Ctx::clock`]: requests are timed on the monotonic clock.
+    pub const CLOCK_MONOTONIC: i8 = 1;
 
     /// memcached's slab classes under these settings, for the `clsid` of log lines.
     pub(crate) fn classes(&self) -> Classes {

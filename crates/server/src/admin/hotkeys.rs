@@ -105,6 +105,10 @@ struct Sketch {
     /// whose estimate is below this is neither listed nor enters: the list is
     /// not searched.
     least: u64,
+    /// How many listed counts equal `least` (once the list is full): while others
+    /// do, a count that leaves `least` (replaced, or counted up) does not move it,
+    /// so the list is scanned for its smallest count only when the last one does.
+    ties: usize,
 }
 
 impl Sketch {
@@ -115,6 +119,7 @@ impl Sketch {
             counts: Vec::with_capacity(LIST),
             keys: Vec::with_capacity(LIST),
             least: 0,
+            ties: 0,
         }
     }
 
@@ -149,13 +154,16 @@ impl Sketch {
             };
             let old = *c;
             *c = c.saturating_add(weight);
-            if old != self.least {
-                return;
+            if old == self.least && *c != old && self.fps.len() == LIST {
+                self.untie();
             }
         } else if self.fps.len() < LIST {
             self.fps.push(fp);
             self.counts.push(est);
             self.keys.push(key.to_vec());
+            if self.fps.len() == LIST {
+                self.rescan();
+            }
         } else if est > self.least {
             // Replace the (first) smallest.
             let i = self
@@ -167,12 +175,22 @@ impl Sketch {
             self.counts[i] = est;
             self.keys[i].clear();
             self.keys[i].extend_from_slice(key);
-        } else {
-            return;
+            self.untie();
         }
-        if self.fps.len() == LIST {
-            self.least = self.counts.iter().copied().min().unwrap_or(0);
+    }
+
+    /// A count that equalled `least` (in a full list) has risen above it.
+    fn untie(&mut self) {
+        self.ties = self.ties.saturating_sub(1);
+        if self.ties == 0 {
+            self.rescan();
         }
+    }
+
+    /// The full list's smallest count, and how many counts equal it.
+    fn rescan(&mut self) {
+        self.least = self.counts.iter().copied().min().unwrap_or(0);
+        self.ties = self.counts.iter().filter(|&&c| c == self.least).count();
     }
 
     /// Every listed (key, count).
@@ -191,6 +209,7 @@ impl Sketch {
         self.counts.clear();
         self.keys.clear();
         self.least = 0;
+        self.ties = 0;
     }
 }
 
@@ -423,6 +442,18 @@ mod tests {
         assert_eq!(s.entries().count(), LIST, "never more than the list");
         assert!(s.entries().any(|(k, c)| k == b"a" && c == 50));
         assert!(s.entries().any(|(k, c)| k == b"b" && c == 30));
+        // The smallest count and its ties, kept as counts change, are the list's.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = format!("z{}", x % 300);
+            s.offer(h.hash(k.as_bytes()), k.as_bytes(), 1 + (x >> 60) % 3);
+            let min = s.counts.iter().copied().min().unwrap_or(0);
+            assert_eq!(s.least, min);
+            assert_eq!(s.ties, s.counts.iter().filter(|&&c| c == min).count());
+        }
         s.clear();
         assert_eq!(s.entries().count(), 0);
     }

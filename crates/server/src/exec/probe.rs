@@ -143,31 +143,43 @@ pub fn done(cx: &Ctx<'_>, out: &Out, batch: &mut Batch, last: bool) -> bool {
     let series = cx.series.get();
     if cx.rare.get() == 0 {
         if batch.n == 0 && last {
-            batch.alone(w, series);
+            // (The common path's clock is the time-stamp counter: `Ctx::rare`.)
+            batch.alone(w, series, clock::rdtsc());
         } else {
             batch.push(w, series);
         }
         return false;
     }
-    done_rare(cx, w, series, out.len(), batch)
+    done_rare(cx, w, series, out.len(), batch, last)
 }
 
 /// [`done`] off its common path (`Ctx::rare`): a sampled request is counted, and
-/// the request joins the batch, or is left to [`slow`] (true) while the slow log
-/// is on.
+/// the request is recorded as there, or left to [`slow`] (true) while the slow
+/// log is on.
 #[inline(never)]
-fn done_rare(cx: &Ctx<'_>, w: &WorkerObs, series: u8, out: usize, batch: &mut Batch) -> bool {
+fn done_rare(
+    cx: &Ctx<'_>,
+    w: &WorkerObs,
+    series: u8,
+    out: usize,
+    batch: &mut Batch,
+    last: bool,
+) -> bool {
     let rare = cx.rare.get();
     if rare & Ctx::RARE_SAMPLED != 0 {
         cx.rare.set(rare & !Ctx::RARE_SAMPLED);
         w.hotkeys
             .end(latency::is_read_series(usize::from(series)), out);
     }
-    if w.batched {
-        batch.push(w, series);
-        return false;
+    if !w.batched {
+        return w.slowlog_on;
     }
-    w.slowlog_on
+    if batch.n == 0 && last {
+        batch.alone(w, series, w.ticks.now());
+    } else {
+        batch.push(w, series);
+    }
+    false
 }
 
 /// A multi-get (or key dump) paused for a full output buffer: it is recorded in the
@@ -213,11 +225,14 @@ impl Batch {
     /// pending: [`Batch::end`] records them all.)
     #[inline(always)]
     pub fn begin(&mut self, cx: &Ctx<'_>) {
-        self.start = match cx.obs {
-            Some(w) if w.tsc => clock::rdtsc(),
-            Some(w) if w.timed => w.ticks.now(),
-            _ => 0,
-        };
+        // (Untimed, `start` is never read.)
+        if cx.clock < 0 {
+            self.start = clock::rdtsc();
+        } else if cx.clock > 0 {
+            if let Some(w) = cx.obs {
+                self.start = w.ticks.now();
+            }
+        }
     }
 
     /// The batch ends: records its requests, if any are left (a request that came
@@ -232,11 +247,10 @@ impl Batch {
         }
     }
 
-    /// The only request of the batch, its input used up, ends: recorded now, with
-    /// the time since the batch's start (one clock read, no run of the batch).
+    /// The only request of the batch, its input used up, ends at `now`: recorded
+    /// with the time since the batch's start (one clock read, no run of the batch).
     #[inline(always)]
-    fn alone(&mut self, w: &WorkerObs, series: u8) {
-        let now = w.ticks.now();
+    fn alone(&mut self, w: &WorkerObs, series: u8, now: u64) {
         w.latencies
             .record(usize::from(series), now.saturating_sub(self.start));
     }

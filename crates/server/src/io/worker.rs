@@ -58,11 +58,16 @@ impl Worker {
             series: Cell::new(0),
             // The first keyed request is sampled (and draws the next gap).
             hot_left: Cell::new(1),
-            rare: Cell::new(if obs.is_some_and(|w| !w.batched) {
-                Ctx::RARE_UNBATCHED
+            rare: Cell::new(if obs.is_some_and(|w| !w.batched || !w.ticks.is_tsc()) {
+                Ctx::RARE_WORKER
             } else {
                 0
             }),
+            clock: match obs {
+                Some(w) if w.timed && w.ticks.is_tsc() => Ctx::CLOCK_TSC,
+                Some(w) if w.timed => Ctx::CLOCK_MONOTONIC,
+                _ => 0,
+            },
         }
     }
 }
