@@ -264,8 +264,10 @@ impl Session {
     /// Serves requests from the front of `input` while `budget` lasts (each request
     /// costs one) and `out` is at most `out_limit` bytes long.
     ///
-    /// Latency: the request clock is read at this call's start and end, and each
-    /// request timed in it is recorded as an equal share of the time between
+    /// Latency: the request clock is read at this call's start and end (or, for a
+    /// request that is the call's only one and the last of its input, as its reply
+    /// is queued), and each request timed in it is recorded as an equal share of
+    /// the time between
     /// (`exec/probe.rs`, `Batch`): its parse, its execution, the parse-ahead for
     /// the requests after it, and whatever else the call did (a parse error's
     /// reply, discarded bytes, a paused multi-get's first keys).

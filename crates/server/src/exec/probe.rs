@@ -1,47 +1,54 @@
 //! The request step's measurement hook. The executor names each request's latency
 //! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and a request
 //! with a key counts down to the next hot-key sample where its executor holds the
-//! key ([`hot`]: a sampled one keeps its key(s), `Ctx::sampled`). The request
-//! step, once the reply is queued, records the request ([`done`]): in its latency
-//! series (through the [`Batch`] of its `Session::serve` call), a sampled request's
-//! keys in the hot-key sketches, and a slow request in the slow log (and `watch
-//! slowlog`).
+//! key ([`hot`]: `Ctx::hot_left`; a sampled one keeps its key(s) and sets
+//! `Ctx::rare`). The request step, once the reply is queued, records the request
+//! ([`done`]): in its latency series (through the [`Batch`] of its
+//! `Session::serve` call), a sampled request's keys in the hot-key sketches, and a
+//! slow request in the slow log (and `watch slowlog`).
 //!
 //! ```text
-//!   request.rs: serve ──► Batch::begin                  (clock read)
+//!   request.rs: serve ──► Batch::begin                  (clock read; none for an
+//!                                                        empty input)
 //!     each request: parsed ──► exec::{text,meta,binary}::execute
 //!                                 hot(cx, keys, ..)     (a request with a key: the
 //!                                                        hot-key countdown)
 //!                                 mark(cx, series)      (where it counts: a read's
 //!                                                        hit or miss)
-//!                              done(cx, out, &flow, &mut batch)
-//!                                 (the series joins the batch; a sample is counted;
-//!                                  with the slow log on, slow(cx, &mut batch, key))
-//!   serve ends ──► Batch::end                            (clock read; each request of
-//!                                                        the batch gets 1/n of it)
+//!                              done(cx, out, &mut batch, last)
+//!                                 (alone in its batch and last of its input: clock
+//!                                  read, recorded; else the series joins the batch;
+//!                                  off the common path (Ctx::rare): a sample is
+//!                                  counted, or slow(cx, &mut batch, key))
+//!                              (or suspended(cx): a paused multi-get)
+//!   serve ends ──► Batch::end                            (if requests joined: clock
+//!                                                        read; each gets 1/n of it)
 //! ```
 //!
 //! What a request's time is: the clock is read at a batch's start and end, not per
 //! request (one read of the time-stamp counter costs 15-25 ns here, 2-3% of a
 //! pipelined request's CPU by itself), and each of the batch's `n` requests is
-//! recorded as `1/n` of the time between: exact for a request served alone, its
-//! batch's average for pipelined ones. The time covers the parse, the execution,
-//! the parse-ahead for the requests after, and whatever else the batch did (a parse
+//! recorded as `1/n` of the time between: exact for a request served alone (whose
+//! batch ends as its reply is queued, so it is recorded right there), its batch's
+//! average for pipelined ones. The time covers the parse, the execution, the
+//! parse-ahead for the requests after, and whatever else the batch did (a parse
 //! error's reply, discarded bytes, a paused multi-get's first keys). With the slow
 //! log on, each request is timed on its own instead (from the previous one's end),
 //! so that a slow one is found.
 //!
 //! Cost, with histograms and hot keys on (the default): per request, a byte stored
-//! by the executor (its series) and, for a request with a key, the hot-key
-//! countdown; after it, a load of the series, a byte appended to the batch and a
-//! check of `Ctx::sampled`; per batch, two clock reads and, per run of one series,
-//! a bucket increment, sum and maximum. A sampled request, one in
+//! by the executor (its series) and, for a request with a key, one decrement of
+//! the hot-key countdown; after it, a load of the series, a check of `Ctx::rare`
+//! and either a byte appended to the batch or, for a request alone, the record;
+//! per batch, a sign check and two clock reads and, per run of one series, a
+//! bucket increment, sum and maximum. A sampled request, one in
 //! `hotkeys::SAMPLE_RATE` of those with a key, copies its key(s) as its executor
 //! starts it (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash
 //! and two small sketches, under its worker's sketch lock, taken once each time).
-//! With `-o latency=off,hotkeys=off` and no slow log, the series byte and two
-//! checks of `Ctx::obs` (one in the executor for a request with a key, one after).
-//! Measured in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
+//! With `-o latency=off,hotkeys=off` and no slow log, the series byte, the
+//! countdown's decrement, a check of `Ctx::clock` per batch and one of `Ctx::obs`
+//! per request. Measured in docs/benchmarks.md ("Latency histograms and hot keys:
+//! the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
@@ -203,7 +210,7 @@ const BATCH: usize = 32;
 #[derive(Debug)]
 pub struct Batch {
     /// The clock reading where the batch (or, while the slow log is on, the next
-    /// request) starts; 0 when nothing is timed.
+    /// request) starts; not read when nothing is timed.
     start: u64,
     /// Series of the requests finished so far.
     series: [u8; BATCH],
