@@ -148,8 +148,7 @@ impl<'r> Key<'r> {
 pub fn done(cx: &Ctx<'_>, out: &Out, batch: &mut Batch, last: bool) -> bool {
     let Some(w) = cx.obs else { return false };
     let series = cx.series.get();
-    let rare = cx.rare.get();
-    if rare == 0 {
+    if cx.rare.get() == 0 {
         if batch.n == 0 && last {
             // (The common path's clock is the time-stamp counter: `Ctx::rare`.)
             batch.alone(w, series, clock::rdtsc());
@@ -157,10 +156,6 @@ pub fn done(cx: &Ctx<'_>, out: &Out, batch: &mut Batch, last: bool) -> bool {
             batch.push(w, series);
         }
         return false;
-    }
-    if rare == Ctx::RARE_WORKER && !w.batched {
-        // Histograms off (hot keys only) or the slow log on: nothing to batch.
-        return w.slowlog_on;
     }
     done_rare(cx, w, series, out.len(), batch, last)
 }
