@@ -264,8 +264,10 @@ impl Session {
     /// Serves requests from the front of `input` while `budget` lasts (each request
     /// costs one) and `out` is at most `out_limit` bytes long.
     ///
-    /// Latency: the request clock is read at this call's start and end, and each
-    /// request timed in it is recorded as an equal share of the time between
+    /// Latency: the request clock is read at this call's start and end (or, for a
+    /// request that is the call's only one and the last of its input, as its reply
+    /// is queued), and each request timed in it is recorded as an equal share of
+    /// the time between
     /// (`exec/probe.rs`, `Batch`): its parse, its execution, the parse-ahead for
     /// the requests after it, and whatever else the call did (a parse error's
     /// reply, discarded bytes, a paused multi-get's first keys).
@@ -292,6 +294,18 @@ impl Session {
         // memcached reuses one auth response object until it transmits; a batch is
         // what is sent at once.
         self.auth_reply_at = None;
+        if input.is_empty() {
+            // Nothing to serve (a transport's call before it reads): the loop below
+            // would stop at once, for the same reasons, and time no request.
+            let stop = if *budget == 0 {
+                Stop::Yield
+            } else if out.len() > out_limit {
+                Stop::Send
+            } else {
+                Stop::Read
+            };
+            return Served { consumed: 0, stop };
+        }
         self.batch.begin(cx);
         let mut pos = 0;
         let mut next1: Option<text::Parsed<'_>> = None;
@@ -408,16 +422,18 @@ impl Session {
                     Request::Meta(m) => exec::meta::execute(m, cx, out),
                     req => exec::text::execute(req, cx, out, &mut self.resume, out_limit),
                 };
-                if probe::done(cx, out, &flow, &mut self.batch) {
-                    probe::slow(cx, &mut self.batch, Source::Text(input, &self.cfg));
-                }
-                match flow {
-                    Flow::Suspend => (0, Flow::Suspend),
-                    Flow::Swallow(n) => {
-                        self.swallow = n;
-                        (consumed, Flow::Swallow(n))
+                if flow == Flow::Suspend {
+                    probe::suspended(cx);
+                    (0, Flow::Suspend)
+                } else {
+                    let last = consumed == input.len();
+                    if probe::done(cx, out, &mut self.batch, last) {
+                        probe::slow(cx, &mut self.batch, Source::Text(input, &self.cfg));
                     }
-                    flow => (consumed, flow),
+                    if let Flow::Swallow(n) = flow {
+                        self.swallow = n;
+                    }
+                    (consumed, flow)
                 }
             }
             Err(e) => match e.action() {
@@ -503,7 +519,9 @@ impl Session {
         };
         let value = input.get(prefix..prefix + value_len)?;
         let flow = exec::binary::execute(&header, req, value, cx, out, &mut self.sasl);
-        if probe::done(cx, out, &flow, &mut self.batch) {
+        if flow == Flow::Suspend {
+            probe::suspended(cx);
+        } else if probe::done(cx, out, &mut self.batch, prefix + value_len == input.len()) {
             probe::slow(cx, &mut self.batch, Source::Binary(key));
         }
         if let Flow::Swallow(n) = flow {

@@ -357,13 +357,37 @@ pub struct Ctx<'a> {
     /// miss included), and the request step reads it when the reply is queued
     /// (`exec/probe.rs`). Only this worker's thread touches it.
     pub series: Cell<u8>,
-    /// Hot keys sample the request being executed: its executor kept its key(s)
-    /// (`exec/probe.rs`, `hot`), and the request step counts them when the reply is
-    /// queued. Only this worker's thread touches it.
-    pub sampled: Cell<bool>,
+    /// Keyed requests until the next hot-key sample: each one's executor counts it
+    /// down (`exec/probe.rs`, `hot`), and the one that brings it to 0 is sampled
+    /// (with hot keys off it only re-arms, every 2^32 requests). Kept here rather
+    /// than in the worker's `HotKeys`, so that a request pays one decrement for it.
+    /// Only this worker's thread touches it.
+    pub hot_left: Cell<u32>,
+    /// Why the request being executed ends off the common path (`exec/probe.rs`,
+    /// `done`), 0 when it does not: [`Ctx::RARE_SAMPLED`] (hot keys sample it: its
+    /// executor kept its key(s), to count when the reply is queued) or
+    /// [`Ctx::RARE_WORKER`] (set for good: this worker's histograms are off, or the
+    /// slow log times each request, or its clock is not the time-stamp counter,
+    /// which the common path reads without asking). One byte, so that the common
+    /// path checks one thing. Only this worker's thread touches it.
+    pub rare: Cell<u8>,
+    /// How a batch's start reads the request clock (`exec/probe.rs`,
+    /// `Batch::begin`): [`Ctx::CLOCK_TSC`] the time-stamp counter,
+    /// [`Ctx::CLOCK_MONOTONIC`] the monotonic clock, 0 when nothing is timed. A
+    /// sign, so that one comparison tells the three apart.
+    pub clock: i8,
 }
 
 impl Ctx<'_> {
+    /// [`Ctx::rare`]: a hot-key sample is in flight.
+    pub const RARE_SAMPLED: u8 = 1;
+    /// [`Ctx::rare`]: the worker's requests never take the common path.
+    pub const RARE_WORKER: u8 = 2;
+    /// [`Ctx::clock`]: requests are timed on the time-stamp counter.
+    pub const CLOCK_TSC: i8 = -1;
+    /// [`Ctx::clock`]: requests are timed on the monotonic clock.
+    pub const CLOCK_MONOTONIC: i8 = 1;
+
     /// memcached's slab classes under these settings, for the `clsid` of log lines.
     pub(crate) fn classes(&self) -> Classes {
         let s = &self.server.settings;

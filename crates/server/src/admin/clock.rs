@@ -74,6 +74,12 @@ impl Ticks {
         }
     }
 
+    /// Whether readings come from the time-stamp counter ([`rdtsc`]), so that a
+    /// caller that knows it may read the counter without [`Ticks::now`]'s check.
+    pub fn is_tsc(&self) -> bool {
+        self.tsc
+    }
+
     /// Nanoseconds between two readings (0 if `end` is before `start`).
     #[inline]
     pub fn ns(&self, start: u64, end: u64) -> u64 {
@@ -91,17 +97,18 @@ impl Ticks {
     }
 }
 
+/// A reading of the time-stamp counter (0 where there is none).
 #[cfg(target_arch = "x86_64")]
-#[inline]
-fn rdtsc() -> u64 {
+#[inline(always)]
+pub fn rdtsc() -> u64 {
     // SAFETY: RDTSC reads the time-stamp counter and has no other effect; every
     // x86-64 CPU has it (`tsc_usable` checks that it runs at a constant rate).
     unsafe { std::arch::x86_64::_rdtsc() }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-#[inline]
-fn rdtsc() -> u64 {
+#[inline(always)]
+pub fn rdtsc() -> u64 {
     0
 }
 

@@ -3,7 +3,7 @@
 //! hotkeys`, `/metrics`).
 //!
 //! ```text
-//!   request ── sampled()? (1 in SAMPLE_RATE, a per-worker countdown) ── no ──► done
+//!   request ── sampled? (1 in SAMPLE_RATE: the worker's countdown, gap()) ── no ──► done
 //!                  │ yes: its key(s) kept (HotKeys::begin), counted as it ends
 //!                  ▼
 //!   worker's HotKeys ── Mutex<Sketches> ── reads:  Sketch (count-min + top list)
@@ -105,6 +105,10 @@ struct Sketch {
     /// whose estimate is below this is neither listed nor enters: the list is
     /// not searched.
     least: u64,
+    /// How many listed counts equal `least` (once the list is full): while others
+    /// do, a count that leaves `least` (replaced, or counted up) does not move it,
+    /// so the list is scanned for its smallest count only when the last one does.
+    ties: usize,
 }
 
 impl Sketch {
@@ -115,6 +119,7 @@ impl Sketch {
             counts: Vec::with_capacity(LIST),
             keys: Vec::with_capacity(LIST),
             least: 0,
+            ties: 0,
         }
     }
 
@@ -149,13 +154,16 @@ impl Sketch {
             };
             let old = *c;
             *c = c.saturating_add(weight);
-            if old != self.least {
-                return;
+            if old == self.least && *c != old && self.fps.len() == LIST {
+                self.untie();
             }
         } else if self.fps.len() < LIST {
             self.fps.push(fp);
             self.counts.push(est);
             self.keys.push(key.to_vec());
+            if self.fps.len() == LIST {
+                self.rescan();
+            }
         } else if est > self.least {
             // Replace the (first) smallest.
             let i = self
@@ -167,12 +175,22 @@ impl Sketch {
             self.counts[i] = est;
             self.keys[i].clear();
             self.keys[i].extend_from_slice(key);
-        } else {
-            return;
+            self.untie();
         }
-        if self.fps.len() == LIST {
-            self.least = self.counts.iter().copied().min().unwrap_or(0);
+    }
+
+    /// A count that equalled `least` (in a full list) has risen above it.
+    fn untie(&mut self) {
+        self.ties = self.ties.saturating_sub(1);
+        if self.ties == 0 {
+            self.rescan();
         }
+    }
+
+    /// The full list's smallest count, and how many counts equal it.
+    fn rescan(&mut self) {
+        self.least = self.counts.iter().copied().min().unwrap_or(0);
+        self.ties = self.counts.iter().filter(|&&c| c == self.least).count();
     }
 
     /// Every listed (key, count).
@@ -191,6 +209,7 @@ impl Sketch {
         self.counts.clear();
         self.keys.clear();
         self.least = 0;
+        self.ties = 0;
     }
 }
 
@@ -213,10 +232,9 @@ struct Sketches {
 /// One worker's hot-key sketches.
 pub struct HotKeys {
     /// The sampler's xorshift64 state: only the owning worker loads and stores it
-    /// (Relaxed: no other memory depends on it).
+    /// (Relaxed: no other memory depends on it). The countdown it draws gaps for
+    /// is the worker's own (`Ctx::hot_left`).
     rng: AtomicU64,
-    /// Requests until the next sample (owner only, as `rng`).
-    left: AtomicU64,
     /// Taken by the owning worker twice per sampled request (as it starts and as it
     /// ends) and by a reader (`stats hotkeys`, `/metrics`, `reset`) while it copies
     /// the lists out or clears them; neither holds it while taking another lock.
@@ -240,7 +258,6 @@ impl HotKeys {
         let random = RandomState::new();
         HotKeys {
             rng: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
-            left: AtomicU64::new(1),
             sketches: Mutex::new(Box::new(Sketches {
                 kinds: std::array::from_fn(|_| Sketch::new()),
                 keys: Vec::new(),
@@ -253,30 +270,18 @@ impl HotKeys {
         }
     }
 
-    /// Whether to sample this request (one in [`SAMPLE_RATE`] on average). Only the
-    /// owning worker calls this. A countdown (a load, a decrement and a store per
-    /// request) whose every restart draws the next gap uniformly from
-    /// 1..2 * SAMPLE_RATE, so that no periodic pattern in the requests lines up
-    /// with the samples.
-    #[inline]
-    pub fn sampled(&self) -> bool {
-        let left = self.left.load(Ordering::Relaxed);
-        if left > 1 {
-            self.left.store(left - 1, Ordering::Relaxed);
-            return false;
-        }
-        self.left.store(self.gap(), Ordering::Relaxed);
-        true
-    }
-
-    /// A gap between samples, uniform in 1..2 * SAMPLE_RATE (mean SAMPLE_RATE).
-    fn gap(&self) -> u64 {
+    /// The gap to the next sampled request, uniform in 1..2 * SAMPLE_RATE (mean
+    /// SAMPLE_RATE), so that no periodic pattern in the requests lines up with the
+    /// samples. The worker counts it down itself, one decrement a request with a
+    /// key (`exec/probe.rs`, `hot`, with `Ctx::hot_left`), and draws the next gap
+    /// when it runs out. Only the owning worker calls this.
+    pub fn gap(&self) -> u32 {
         let mut x = self.rng.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.rng.store(x, Ordering::Relaxed);
-        1 + x % (2 * SAMPLE_RATE - 1)
+        1 + (x % (2 * SAMPLE_RATE - 1)) as u32
     }
 
     /// A key's hash: 8 bytes at a time, each folded with the seed, then once more.
@@ -437,6 +442,18 @@ mod tests {
         assert_eq!(s.entries().count(), LIST, "never more than the list");
         assert!(s.entries().any(|(k, c)| k == b"a" && c == 50));
         assert!(s.entries().any(|(k, c)| k == b"b" && c == 30));
+        // The smallest count and its ties, kept as counts change, are the list's.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = format!("z{}", x % 300);
+            s.offer(h.hash(k.as_bytes()), k.as_bytes(), 1 + (x >> 60) % 3);
+            let min = s.counts.iter().copied().min().unwrap_or(0);
+            assert_eq!(s.least, min);
+            assert_eq!(s.ties, s.counts.iter().filter(|&&c| c == min).count());
+        }
         s.clear();
         assert_eq!(s.entries().count(), 0);
     }
@@ -511,18 +528,29 @@ mod tests {
         }
     }
 
+    /// The request step's countdown (`exec/probe.rs`, `hot`) over `left`.
+    fn sampled(h: &HotKeys, left: &mut u32) -> bool {
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        *left = h.gap();
+        true
+    }
+
     /// Recall of the true top 16 among the reported [`TOP_K`], with the default
     /// sampling, 4 workers and 1,000,000 requests over 100,000 keys (it also prints
     /// the strict figure: among the reported top 16).
     fn recall(s: f64) -> f64 {
         const WORKERS: usize = 4;
         let workers: Vec<HotKeys> = (0..WORKERS as u64).map(HotKeys::new).collect();
+        let mut left = [1u32; WORKERS];
         let mut z = Zipf::new(100_000, s, 0x5eed ^ s.to_bits());
         let key = |r: usize| format!("key:{r}").into_bytes();
         for i in 0..1_000_000usize {
             let w = &workers[i % WORKERS];
             let r = z.next();
-            if w.sampled() {
+            if sampled(w, &mut left[i % WORKERS]) {
                 w.note(r % 10 == 9, &key(r), 100);
             }
         }
@@ -569,7 +597,8 @@ mod tests {
     #[test]
     fn sampling_rate_is_about_one_in_sample_rate() {
         let h = HotKeys::new(7);
-        let n = (0..160_000).filter(|_| h.sampled()).count() as f64;
+        let mut left = 1;
+        let n = (0..160_000).filter(|_| sampled(&h, &mut left)).count() as f64;
         let want = 160_000.0 / SAMPLE_RATE as f64;
         assert!((n - want).abs() / want < 0.05, "{n} sampled");
     }

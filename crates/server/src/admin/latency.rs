@@ -2,7 +2,7 @@
 //! latency` and `/metrics`).
 //!
 //! ```text
-//!   worker 0: Latencies ─┬─ Histogram (text get hit) ── 560 AtomicU64 buckets, sum, max
+//!   worker 0: Latencies ─┬─ Histogram (text get hit) ── 1024 AtomicU64 slots, sum, max
 //!                        ├─ Histogram (text get miss)
 //!                        └─ ... one per SERIES row
 //!   worker 1: Latencies ─── ...
@@ -28,7 +28,8 @@
 //! each; above, each power of two `[2^e, 2^(e+1))` is cut into 16 equal buckets, so
 //! a bucket is at most 1/16 of its lower bound wide. 34 powers of two (up to 2^38
 //! units: 275 s in nanoseconds, 69 s in ticks of a 4 GHz counter, 10 s at 27 GHz)
-//! make 560 buckets; longer values land in the last one.
+//! make 560 buckets; longer values land in the last one (a record keeps them in
+//! slots of their own up to 2^64, [`SLOTS`], merged into it when read).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,18 +40,31 @@ const SUB_BITS: u32 = 4;
 const SUB: usize = 1 << SUB_BITS;
 /// Powers of two covered above the linear start: up to 2^(SUB_BITS + POWERS) ns.
 const POWERS: usize = 34;
-/// Buckets in one histogram.
+/// Buckets in one histogram, as read.
 pub const BUCKETS: usize = SUB + POWERS * SUB;
+/// Slots a histogram records into: a power of two above every index [`slot_of`]
+/// gives (at most `SUB * (63 - SUB_BITS) + 2 * SUB - 1`, 975), so that a record
+/// masks the index instead of clamping it and needs no bounds check. Slots from
+/// [`BUCKETS`] on (values past 2^38 units) are read as the last bucket; they are
+/// never written in practice, so their pages stay untouched.
+const SLOTS: usize = 1024;
+const _: () = assert!(SUB * (63 - SUB_BITS as usize) + 2 * SUB - 1 < SLOTS && BUCKETS <= SLOTS);
 
-/// The bucket that holds `ns`. Without a branch: with `e = floor(log2(ns | SUB))`
-/// (`SUB_BITS` for a value below `SUB`), `ns >> (e - SUB_BITS)` is the value's
-/// top `SUB_BITS + 1` bits, `SUB + sub` (or the value itself below `SUB`), so
-/// adding `SUB` per power above the linear start gives the index.
-#[inline]
-pub fn bucket_of(ns: u64) -> usize {
+/// The slot that records `ns`: its bucket, for values below 2^38 units. Without a
+/// branch: with `e = floor(log2(ns | SUB))` (`SUB_BITS` for a value below `SUB`),
+/// `ns >> (e - SUB_BITS)` is the value's top `SUB_BITS + 1` bits, `SUB + sub` (or
+/// the value itself below `SUB`), so adding `SUB` per power above the linear
+/// start gives the index. (The mask changes nothing: the index is below `SLOTS`.)
+#[inline(always)]
+fn slot_of(ns: u64) -> usize {
     let shift = 63 - (ns | SUB as u64).leading_zeros() - SUB_BITS;
-    let i = ((shift as usize) << SUB_BITS) + (ns >> shift) as usize;
-    i.min(BUCKETS - 1)
+    (((shift as usize) << SUB_BITS) + (ns >> shift) as usize) & (SLOTS - 1)
+}
+
+/// The bucket that holds `ns` (values past the last bucket's low bound are in it).
+#[cfg(test)]
+fn bucket_of(ns: u64) -> usize {
+    slot_of(ns).min(BUCKETS - 1)
 }
 
 /// The lowest value in bucket `i`, in nanoseconds.
@@ -88,10 +102,10 @@ fn bucket_mid(i: usize) -> u64 {
 /// load with Relaxed and may see a request in `count` but not yet in `sum_ns` — the
 /// same tolerance as `stats` totals.
 pub struct Histogram {
-    /// Requests per bucket (owner writes, any thread reads). A fixed-size array,
-    /// so that [`bucket_of`]'s index needs no bounds check, and in place, so that
-    /// a record loads no pointer to it.
-    buckets: [AtomicU64; BUCKETS],
+    /// Requests per slot (owner writes, any thread reads): a fixed-size array of a
+    /// power of two, so that [`slot_of`]'s index needs no bounds check, and in
+    /// place, so that a record loads no pointer to it.
+    buckets: [AtomicU64; SLOTS],
     /// Total units recorded (owner writes, any thread reads).
     sum: AtomicU64,
     /// The longest value recorded (owner writes, any thread reads).
@@ -119,16 +133,14 @@ impl Histogram {
     /// Records one request of `units`. Only the owning worker calls this.
     #[inline(always)]
     pub fn record(&self, units: u64) {
-        self.record_in(bucket_of(units), units, 1);
+        self.record_in(slot_of(units), units, 1);
     }
 
-    /// Records `n` requests of `units` each, in `bucket_of(units)` (found by the
+    /// Records `n` requests of `units` each, in `slot_of(units)` (found by the
     /// caller).
     #[inline(always)]
-    fn record_in(&self, bucket: usize, units: u64, n: u64) {
-        if let Some(b) = self.buckets.get(bucket) {
-            bump(b, n);
-        }
+    fn record_in(&self, slot: usize, units: u64, n: u64) {
+        bump(&self.buckets[slot & (SLOTS - 1)], n);
         bump(&self.sum, units.wrapping_mul(n));
         if units > self.max.load(Ordering::Relaxed) {
             self.max.store(units, Ordering::Relaxed);
@@ -138,8 +150,10 @@ impl Histogram {
     /// Adds this histogram's current contents to `into`, whose units it must share;
     /// `clock` converts the sum and the maximum to nanoseconds.
     fn add_to(&self, into: &mut Snapshot, clock: &Ticks) {
-        for (c, b) in into.counts.iter_mut().zip(self.buckets.iter()) {
-            *c = c.wrapping_add(b.load(Ordering::Relaxed));
+        for (i, b) in self.buckets.iter().enumerate() {
+            if let Some(c) = into.counts.get_mut(i.min(BUCKETS - 1)) {
+                *c = c.wrapping_add(b.load(Ordering::Relaxed));
+            }
         }
         let sum = clock.ns(0, self.sum.load(Ordering::Relaxed));
         into.sum_ns = into.sum_ns.wrapping_add(sum);
@@ -377,7 +391,7 @@ impl Latencies {
     /// of one series is recorded at once ([`run_len`]). Only the owning worker.
     #[inline]
     pub fn record_all(&self, index: &[u8], units: u64) {
-        let bucket = bucket_of(units);
+        let bucket = slot_of(units);
         let mut rest = index;
         while let Some(&series) = rest.first() {
             let run = run_len(rest, series).max(1);
@@ -475,6 +489,28 @@ mod tests {
             assert_eq!(bucket_of(bucket_high(i) - 1), i);
         }
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        // Every value's slot is its bucket's below the last bucket, within the
+        // slots above it.
+        for e in 0..64 {
+            for v in [1u64 << e, (1u64 << e) | ((1u64 << e) - 1), (1u64 << e) + 1] {
+                let slot = slot_of(v);
+                let unmasked = {
+                    let shift = 63 - (v | SUB as u64).leading_zeros() - SUB_BITS;
+                    ((shift as usize) << SUB_BITS) + (v >> shift) as usize
+                };
+                assert_eq!(slot, unmasked, "{v}: the mask changes nothing");
+                assert_eq!(slot.min(BUCKETS - 1), bucket_of(v));
+                assert!(slot < BUCKETS || v >= bucket_low(BUCKETS - 1), "{v}");
+            }
+        }
+        // A value past the last bucket is read there.
+        let h = Histogram::default();
+        h.record(u64::MAX);
+        h.record(1 << 40);
+        let mut s = Snapshot::default();
+        h.add_to(&mut s, &Ticks::off());
+        assert_eq!(s.counts[BUCKETS - 1], 2);
+        assert_eq!(s.count(), 2);
         // The last bucket starts past 10 s.
         assert!(bucket_low(BUCKETS - 1) > 10_000_000_000);
     }

@@ -1,47 +1,54 @@
 //! The request step's measurement hook. The executor names each request's latency
 //! series as it counts it ([`mark`], [`mark_read`]: `Ctx::series`), and a request
 //! with a key counts down to the next hot-key sample where its executor holds the
-//! key ([`hot`]: a sampled one keeps its key(s), `Ctx::sampled`). The request
-//! step, once the reply is queued, records the request ([`done`]): in its latency
-//! series (through the [`Batch`] of its `Session::serve` call), a sampled request's
-//! keys in the hot-key sketches, and a slow request in the slow log (and `watch
-//! slowlog`).
+//! key ([`hot`]: `Ctx::hot_left`; a sampled one keeps its key(s) and sets
+//! `Ctx::rare`). The request step, once the reply is queued, records the request
+//! ([`done`]): in its latency series (through the [`Batch`] of its
+//! `Session::serve` call), a sampled request's keys in the hot-key sketches, and a
+//! slow request in the slow log (and `watch slowlog`).
 //!
 //! ```text
-//!   request.rs: serve ──► Batch::begin                  (clock read)
+//!   request.rs: serve ──► Batch::begin                  (clock read; none for an
+//!                                                        empty input)
 //!     each request: parsed ──► exec::{text,meta,binary}::execute
 //!                                 hot(cx, keys, ..)     (a request with a key: the
 //!                                                        hot-key countdown)
 //!                                 mark(cx, series)      (where it counts: a read's
 //!                                                        hit or miss)
-//!                              done(cx, out, &flow, &mut batch)
-//!                                 (the series joins the batch; a sample is counted;
-//!                                  with the slow log on, slow(cx, &mut batch, key))
-//!   serve ends ──► Batch::end                            (clock read; each request of
-//!                                                        the batch gets 1/n of it)
+//!                              done(cx, out, &mut batch, last)
+//!                                 (alone in its batch and last of its input: clock
+//!                                  read, recorded; else the series joins the batch;
+//!                                  off the common path (Ctx::rare): a sample is
+//!                                  counted, or slow(cx, &mut batch, key))
+//!                              (or suspended(cx): a paused multi-get)
+//!   serve ends ──► Batch::end                            (if requests joined: clock
+//!                                                        read; each gets 1/n of it)
 //! ```
 //!
 //! What a request's time is: the clock is read at a batch's start and end, not per
 //! request (one read of the time-stamp counter costs 15-25 ns here, 2-3% of a
 //! pipelined request's CPU by itself), and each of the batch's `n` requests is
-//! recorded as `1/n` of the time between: exact for a request served alone, its
-//! batch's average for pipelined ones. The time covers the parse, the execution,
-//! the parse-ahead for the requests after, and whatever else the batch did (a parse
+//! recorded as `1/n` of the time between: exact for a request served alone (whose
+//! batch ends as its reply is queued, so it is recorded right there), its batch's
+//! average for pipelined ones. The time covers the parse, the execution, the
+//! parse-ahead for the requests after, and whatever else the batch did (a parse
 //! error's reply, discarded bytes, a paused multi-get's first keys). With the slow
 //! log on, each request is timed on its own instead (from the previous one's end),
 //! so that a slow one is found.
 //!
 //! Cost, with histograms and hot keys on (the default): per request, a byte stored
-//! by the executor (its series) and, for a request with a key, the hot-key
-//! countdown; after it, a load of the series, a byte appended to the batch and a
-//! check of `Ctx::sampled`; per batch, two clock reads and, per run of one series,
-//! a bucket increment, sum and maximum. A sampled request, one in
+//! by the executor (its series) and, for a request with a key, one decrement of
+//! the hot-key countdown; after it, a load of the series, a check of `Ctx::rare`
+//! and either a byte appended to the batch or, for a request alone, the record;
+//! per batch, a sign check and two clock reads and, per run of one series, a
+//! bucket increment, sum and maximum. A sampled request, one in
 //! `hotkeys::SAMPLE_RATE` of those with a key, copies its key(s) as its executor
 //! starts it (`HotKeys::begin`) and counts them as it ends (`HotKeys::end`: a hash
 //! and two small sketches, under its worker's sketch lock, taken once each time).
-//! With `-o latency=off,hotkeys=off` and no slow log, the series byte and two
-//! checks of `Ctx::obs` (one in the executor for a request with a key, one after).
-//! Measured in docs/benchmarks.md ("Latency histograms and hot keys: the cost").
+//! With `-o latency=off,hotkeys=off` and no slow log, the series byte, the
+//! countdown's decrement, a check of `Ctx::clock` per batch and one of `Ctx::obs`
+//! per request. Measured in docs/benchmarks.md ("Latency histograms and hot keys:
+//! the cost").
 //!
 //! What counts as what: a read (`get`, `gat`, `mg`, binary GET/GAT) is a hit when a
 //! key of it was found and counted (`get_hits` or `touch_hits`: a multi-get with
@@ -56,8 +63,7 @@ use memcrab_proto::text::meta::Meta;
 use memcrab_proto::text::watch as line;
 use memcrab_proto::text::{Config, Keys, Request};
 
-use super::Flow;
-use crate::admin::latency;
+use crate::admin::{clock, latency};
 use crate::out::Out;
 use crate::server::{Ctx, WorkerObs};
 
@@ -75,10 +81,10 @@ pub fn mark_read(cx: &Ctx<'_>, series: usize, hit: bool) {
 }
 
 /// A request with a key (every one whose series is not `other`) starts: it counts
-/// down to the next hot-key sample, and a sampled one keeps its key(s) (`keys`,
-/// called only then), the value bytes it stores and the output's length until
-/// [`done`] counts it. Called by its executor, which holds the key(s), before the
-/// request changes anything.
+/// down to the next hot-key sample (`Ctx::hot_left`: one decrement), and a sampled
+/// one keeps its key(s) (`keys`, called only then), the value bytes it stores and
+/// the output's length until [`done`] counts it. Called by its executor, which
+/// holds the key(s), before the request changes anything.
 #[inline(always)]
 pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
     cx: &Ctx<'_>,
@@ -86,25 +92,31 @@ pub fn hot<'k, I: Iterator<Item = &'k [u8]>>(
     stored: usize,
     out: &Out,
 ) {
-    if let Some(w) = cx.obs {
-        if w.sample && w.hotkeys.sampled() {
-            sample(cx, w, keys(), stored, out.len());
-        }
+    let left = cx.hot_left.get().wrapping_sub(1);
+    cx.hot_left.set(left);
+    if left == 0 {
+        sample(cx, keys, stored, out.len());
     }
 }
 
-/// [`hot`]'s sampled request: its key(s) are kept (`HotKeys::begin`).
+/// [`hot`]'s countdown ran out: with hot keys on, the request's key(s) are kept
+/// (`HotKeys::begin`) and the next gap drawn; else the countdown is re-armed.
 #[cold]
 #[inline(never)]
-fn sample<'k>(
+fn sample<'k, I: Iterator<Item = &'k [u8]>>(
     cx: &Ctx<'_>,
-    w: &WorkerObs,
-    keys: impl Iterator<Item = &'k [u8]>,
+    keys: impl FnOnce() -> I,
     stored: usize,
     at: usize,
 ) {
-    w.hotkeys.begin(keys, stored, at);
-    cx.sampled.set(true);
+    match cx.obs {
+        Some(w) if w.sample => {
+            w.hotkeys.begin(keys(), stored, at);
+            cx.hot_left.set(w.hotkeys.gap());
+            cx.rare.set(cx.rare.get() | Ctx::RARE_SAMPLED);
+        }
+        _ => cx.hot_left.set(u32::MAX),
+    }
 }
 
 /// A request's key(s), split only when needed (a text get's keys stay one slice).
@@ -124,29 +136,65 @@ impl<'r> Key<'r> {
     }
 }
 
-/// The request's reply is queued (or the request ended as `flow` says), and its
-/// executor has [`mark`]ed its series: the request joins `batch`, and a sampled
-/// one is counted in the hot keys. True when the slow log times requests instead
-/// of the batch: the caller then hands the request's key to [`slow`] (kept apart,
-/// so that no other request builds that argument).
+/// The request's reply is queued (or the request ended otherwise, but for a pause:
+/// [`suspended`]), and its executor has [`mark`]ed its series: the request joins
+/// `batch` (or, the first and `last` of its batch, the input used up, is recorded
+/// at once, from the batch's start to now: a request that comes alone), and a
+/// sampled one is counted in the hot keys. True when the slow log times requests
+/// instead of the batch: the caller then hands the request's key to [`slow`] (kept
+/// apart, so that no other request builds that argument).
 #[inline(always)]
 #[must_use]
-pub fn done(cx: &Ctx<'_>, out: &Out, flow: &Flow, batch: &mut Batch) -> bool {
+pub fn done(cx: &Ctx<'_>, out: &Out, batch: &mut Batch, last: bool) -> bool {
     let Some(w) = cx.obs else { return false };
-    if *flow == Flow::Suspend {
-        // Resumed, the request is started (and may be sampled) again.
-        cx.sampled.set(false);
-        return false;
-    }
     let series = cx.series.get();
-    if cx.sampled.get() {
-        counted(cx, w, usize::from(series), out.len());
-    }
-    if w.batched {
-        batch.push(w, series);
+    if cx.rare.get() == 0 {
+        if batch.n == 0 && last {
+            // (The common path's clock is the time-stamp counter: `Ctx::rare`.)
+            batch.alone(w, series, clock::rdtsc());
+        } else {
+            batch.push(w, series);
+        }
         return false;
     }
-    w.slowlog_on
+    done_rare(cx, w, series, out.len(), batch, last)
+}
+
+/// [`done`] off its common path (`Ctx::rare`): a sampled request is counted, and
+/// the request is recorded as there, or left to [`slow`] (true) while the slow
+/// log is on.
+#[inline(never)]
+fn done_rare(
+    cx: &Ctx<'_>,
+    w: &WorkerObs,
+    series: u8,
+    out: usize,
+    batch: &mut Batch,
+    last: bool,
+) -> bool {
+    let rare = cx.rare.get();
+    if rare & Ctx::RARE_SAMPLED != 0 {
+        cx.rare.set(rare & !Ctx::RARE_SAMPLED);
+        w.hotkeys
+            .end(latency::is_read_series(usize::from(series)), out);
+    }
+    if !w.batched {
+        return w.slowlog_on;
+    }
+    if batch.n == 0 && last {
+        batch.alone(w, series, w.ticks.now());
+    } else {
+        batch.push(w, series);
+    }
+    false
+}
+
+/// A multi-get (or key dump) paused for a full output buffer: it is recorded in the
+/// batch of its last resumption, not now, and a sample it took is dropped
+/// (resumed, it starts, and counts down to a sample, again).
+#[inline(always)]
+pub fn suspended(cx: &Ctx<'_>) {
+    cx.rare.set(cx.rare.get() & !Ctx::RARE_SAMPLED);
 }
 
 /// Requests per [`Batch`] at most: a fuller one is recorded early.
@@ -162,7 +210,7 @@ const BATCH: usize = 32;
 #[derive(Debug)]
 pub struct Batch {
     /// The clock reading where the batch (or, while the slow log is on, the next
-    /// request) starts; 0 when nothing is timed.
+    /// request) starts; not read when nothing is timed.
     start: u64,
     /// Series of the requests finished so far.
     series: [u8; BATCH],
@@ -184,28 +232,34 @@ impl Batch {
     /// pending: [`Batch::end`] records them all.)
     #[inline(always)]
     pub fn begin(&mut self, cx: &Ctx<'_>) {
-        self.start = match cx.obs {
-            Some(w) if w.timed => w.ticks.now(),
-            _ => 0,
-        };
+        // (Untimed, `start` is never read.)
+        if cx.clock < 0 {
+            self.start = clock::rdtsc();
+        } else if cx.clock > 0 {
+            if let Some(w) = cx.obs {
+                self.start = w.ticks.now();
+            }
+        }
     }
 
-    /// The batch ends: records its requests (one alone, here: a request that comes
-    /// alone is the common case of a client that waits for each reply).
+    /// The batch ends: records its requests, if any are left (a request that came
+    /// alone was recorded as it ended: [`done`]).
     #[inline(always)]
     pub fn end(&mut self, cx: &Ctx<'_>) {
         if self.n == 0 {
             return;
         }
-        let Some(w) = cx.obs else { return };
-        if self.n == 1 {
-            let now = w.ticks.now();
-            w.latencies
-                .record(usize::from(self.series[0]), now.saturating_sub(self.start));
-            self.n = 0;
-        } else {
+        if let Some(w) = cx.obs {
             self.record(w);
         }
+    }
+
+    /// The only request of the batch, its input used up, ends at `now`: recorded
+    /// with the time since the batch's start (one clock read, no run of the batch).
+    #[inline(always)]
+    fn alone(&mut self, w: &WorkerObs, series: u8, now: u64) {
+        w.latencies
+            .record(usize::from(series), now.saturating_sub(self.start));
     }
 
     /// A request of `series` joins the batch (a full batch is recorded early).
@@ -248,15 +302,6 @@ impl Batch {
         }
         w.ticks.ns(0, units)
     }
-}
-
-/// A sampled request ends: the hot keys count the key(s) its executor kept, and
-/// (for a read) the reply up to `out` bytes of output.
-#[cold]
-#[inline(never)]
-fn counted(cx: &Ctx<'_>, w: &WorkerObs, series: usize, out: usize) {
-    cx.sampled.set(false);
-    w.hotkeys.end(latency::is_read_series(series), out);
 }
 
 /// While the slow log is on, a request ends ([`done`] said so): timed on its own,

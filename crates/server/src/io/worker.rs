@@ -43,19 +43,31 @@ pub struct Worker {
 impl Worker {
     /// The context this worker's requests run in.
     pub fn ctx<'a>(&self, server: &'a Server) -> Ctx<'a> {
+        let obs = server
+            .observe
+            .any
+            .then(|| server.observe.workers.get(self.id))
+            .flatten();
         Ctx {
             server,
             engine: &*server.engine,
             counters: &server.counters[self.id],
             worker: self.id,
             fd: Cell::new(-1),
-            obs: server
-                .observe
-                .any
-                .then(|| server.observe.workers.get(self.id))
-                .flatten(),
+            obs,
             series: Cell::new(0),
-            sampled: Cell::new(false),
+            // The first keyed request is sampled (and draws the next gap).
+            hot_left: Cell::new(1),
+            rare: Cell::new(if obs.is_some_and(|w| !w.batched || !w.ticks.is_tsc()) {
+                Ctx::RARE_WORKER
+            } else {
+                0
+            }),
+            clock: match obs {
+                Some(w) if w.timed && w.ticks.is_tsc() => Ctx::CLOCK_TSC,
+                Some(w) if w.timed => Ctx::CLOCK_MONOTONIC,
+                _ => 0,
+            },
         }
     }
 }
