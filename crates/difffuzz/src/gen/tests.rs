@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// The generator with three connections, CAS, 1.6.45's commands and items up to
+/// 1 MiB.
+fn three_conns() -> GenConfig {
+    GenConfig {
+        item_max: 1024 * 1024,
+        cas: true,
+        nconns: 3,
+        today: true,
+        meta_only: false,
+    }
+}
+
 fn view() -> View {
     View {
         open: vec![None; 3],
@@ -14,13 +26,7 @@ fn view() -> View {
 
 #[test]
 fn the_same_seed_makes_the_same_rounds() {
-    let cfg = GenConfig {
-        item_max: 1024 * 1024,
-        cas: true,
-        nconns: 3,
-        today: true,
-        meta_only: false,
-    };
+    let cfg = three_conns();
     let mut a = Gen::new(9, cfg);
     let mut b = Gen::new(9, cfg);
     let mut c = Gen::new(10, cfg);
@@ -33,13 +39,7 @@ fn the_same_seed_makes_the_same_rounds() {
 
 #[test]
 fn concurrent_rounds_give_each_connection_its_own_keys() {
-    let cfg = GenConfig {
-        item_max: 1024 * 1024,
-        cas: true,
-        nconns: 3,
-        today: true,
-        meta_only: false,
-    };
+    let cfg = three_conns();
     let mut g = Gen::new(1, cfg);
     for _ in 0..200 {
         let r = g.round(&view());
@@ -79,13 +79,7 @@ fn concurrent_rounds_give_each_connection_its_own_keys() {
 
 #[test]
 fn base64_requests_never_ask_for_the_key() {
-    let cfg = GenConfig {
-        item_max: 1024 * 1024,
-        cas: true,
-        nconns: 3,
-        today: true,
-        meta_only: false,
-    };
+    let cfg = three_conns();
     let mut g = Gen::new(2, cfg);
     let mut seen = 0;
     for _ in 0..3000 {
@@ -125,13 +119,7 @@ fn base64_requests_never_ask_for_the_key() {
 
 #[test]
 fn value_lengths_avoid_the_ambiguous_line_lengths() {
-    let cfg = GenConfig {
-        item_max: 1024 * 1024,
-        cas: true,
-        nconns: 3,
-        today: true,
-        meta_only: false,
-    };
+    let cfg = three_conns();
     let mut g = Gen::new(3, cfg);
     for _ in 0..20_000 {
         let n = g.value_len();
