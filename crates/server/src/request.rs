@@ -79,6 +79,19 @@ pub enum Stop {
     Close,
 }
 
+/// [`Session::serve`] stops before its next request when the budget is used up
+/// ([`Stop::Yield`]) or the output is over its limit ([`Stop::Send`]).
+#[inline(always)]
+fn stop_before(budget: usize, out: &Out, out_limit: usize) -> Option<Stop> {
+    if budget == 0 {
+        Some(Stop::Yield)
+    } else if out.len() > out_limit {
+        Some(Stop::Send)
+    } else {
+        None
+    }
+}
+
 /// What [`Session::serve`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
@@ -297,13 +310,7 @@ impl Session {
         if input.is_empty() {
             // Nothing to serve (a transport's call before it reads): the loop below
             // would stop at once, for the same reasons, and time no request.
-            let stop = if *budget == 0 {
-                Stop::Yield
-            } else if out.len() > out_limit {
-                Stop::Send
-            } else {
-                Stop::Read
-            };
+            let stop = stop_before(*budget, out, out_limit).unwrap_or(Stop::Read);
             return Served { consumed: 0, stop };
         }
         self.batch.begin(cx);
@@ -311,11 +318,8 @@ impl Session {
         let mut next1: Option<text::Parsed<'_>> = None;
         let mut next2: Option<text::Parsed<'_>> = None;
         let stop = loop {
-            if *budget == 0 {
-                break Stop::Yield;
-            }
-            if out.len() > out_limit {
-                break Stop::Send;
+            if let Some(stop) = stop_before(*budget, out, out_limit) {
+                break stop;
             }
             let rest = &input[pos..];
             let step = if self.proto == Proto::Ascii && self.swallow == 0 {
