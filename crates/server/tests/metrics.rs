@@ -447,7 +447,8 @@ fn unix_now() -> f64 {
 fn one_load_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     // Held for a whole test; it guards nothing but the machine's time.
     static LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOAD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOAD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A real Prometheus scrapes memcrab (OpenMetrics, as it asks by default) while a
