@@ -245,20 +245,29 @@ func TestTouchGetAndTouchExpiry(t *testing.T) {
 		wantErr(t, c.Touch("k", 10), memcache.ErrCacheMiss)
 		_, err := c.GetAndTouch("k", 10)
 		wantErr(t, err, memcache.ErrCacheMiss)
-		_ = c.Set(&memcache.Item{Key: "k", Value: []byte("v"), Expiration: 1})
-		_ = c.Set(&memcache.Item{Key: "g", Value: []byte("v"), Expiration: 1})
-		_ = c.Set(&memcache.Item{Key: "gone", Value: []byte("v"), Expiration: 1})
+		// A TTL of 2: the servers' clocks count whole seconds, so an item set with
+		// a TTL of 1 can expire before the next request, and one of 2 lives 1-2 s.
+		_ = c.Set(&memcache.Item{Key: "k", Value: []byte("v"), Expiration: 2})
+		_ = c.Set(&memcache.Item{Key: "g", Value: []byte("v"), Expiration: 2})
+		_ = c.Set(&memcache.Item{Key: "gone", Value: []byte("v"), Expiration: 2})
 		if err := c.Touch("k", 100); err != nil {
 			t.Fatal(err)
 		}
 		if it, err := c.GetAndTouch("g", 100); err != nil || string(it.Value) != "v" {
 			t.Fatalf("gat: %+v %v", it, err)
 		}
-		time.Sleep(2100 * time.Millisecond)
+		// Gone within 2 s; polled for up to 10 s on a loaded machine.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err = c.Get("gone")
+			if err == memcache.ErrCacheMiss || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		wantErr(t, err, memcache.ErrCacheMiss)
 		mustGet(t, c, "k")
 		mustGet(t, c, "g")
-		_, err = c.Get("gone")
-		wantErr(t, err, memcache.ErrCacheMiss)
 	})
 }
 

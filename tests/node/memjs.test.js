@@ -103,16 +103,17 @@ for (const kind of KINDS) {
     });
 
     it('a relative TTL expires (polled under a deadline)', async () => {
-      await client.set('k', 'v', { expires: 1 });
+      // The servers' clocks tick once a second, so a TTL of 1 can run out before
+      // the next request; 2 lives 1-2 s, polled to 6 s.
+      await client.set('k', 'v', { expires: 2 });
       assert.deepEqual((await client.get('k')).value, Buffer.from('v'));
-      // The servers' clocks tick once a second: gone within 1-2 s, polled to 5 s.
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + 6000;
       let value = Buffer.from('v');
       while (value !== null && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 50));
         value = (await client.get('k')).value;
       }
-      assert.equal(value, null, 'still there 5 s after a 1 s TTL');
+      assert.equal(value, null, 'still there 6 s after a 2 s TTL');
     });
 
     it('binary-safe keys and values', async () => {

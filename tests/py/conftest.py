@@ -171,6 +171,41 @@ def _user_args() -> list[str]:
     return []
 
 
+def listening(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds a listening TCP socket on `port`.
+
+    A port picked by binding port 0 and closing it can be taken by another test
+    process's server (the suites run side by side) before this server binds it; a
+    connect would then reach that other server. The kernel's socket tables name
+    the listener's inode, and the process's descriptors say whose it is."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    # local_address is ADDR:PORT in hex; state 0A is LISTEN.
+                    if len(fields) > 9 and fields[3] == "0A" and \
+                            int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{fields[9]}]")
+        except OSError:
+            continue
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _wait_ready(server: Server) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_SECS
     while True:
@@ -180,8 +215,10 @@ def _wait_ready(server: Server) -> None:
                 f"accepting connections:\n{server.log_tail()}"
             )
         try:
+            if server.port is not None and not listening(server.proc.pid, server.port):
+                raise OSError("not listening yet")
             server.connect(timeout=1.0).close()
-            if server.alive():  # not some other process that took the port first
+            if server.alive():
                 return
         except OSError:
             if time.monotonic() > deadline:

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from pymemcache.client.base import Client
 
-from conftest import Server, _user_args, _wait_ready, binary_for, free_port
+from conftest import START_ATTEMPTS, Server, _user_args, _wait_ready, binary_for, free_port
 
 TIMEOUT_SECS = 5.0
 KINDS = ("memcached", "memcrab")
@@ -124,20 +124,30 @@ class TlsServers:
     def start(self, kind: str, pki: Pki, *extra: str, listen: str | None = None,
               port: int | None = None, chain: Path | None = None, key: Path | None = None,
               opts: str = "") -> Server:
-        port = port or free_port()
         sub = f"ssl_chain_cert={chain or pki.server_crt},ssl_key={key or pki.server_key}"
         if opts:
             sub += "," + opts
-        cmd = [binary_for(kind), "-U", "0", "-p", str(port), "-l", listen or "127.0.0.1",
-               *_user_args(), "-Z", "-o", sub, *extra]
-        log_path = self.workdir / f"{kind}-{port}.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        server = Server(kind, tuple(cmd[1:]), proc, log_path, port=port)
-        self.servers.append(server)
-        _wait_ready(server)
-        return server
+        # A port picked here can be taken by another test process before the server
+        # binds it: then the server exits ("in use") and another port is tried.
+        for attempt in range(START_ATTEMPTS if port is None else 1):
+            chosen = port or free_port()
+            cmd = [binary_for(kind), "-U", "0", "-p", str(chosen), "-l",
+                   listen or "127.0.0.1", *_user_args(), "-Z", "-o", sub, *extra]
+            log_path = self.workdir / f"{kind}-{chosen}-{attempt}.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            server = Server(kind, tuple(cmd[1:]), proc, log_path, port=chosen)
+            self.servers.append(server)
+            try:
+                _wait_ready(server)
+            except RuntimeError as exc:
+                server.stop()
+                if port is not None or "in use" not in str(exc).lower():
+                    raise
+                continue
+            return server
+        raise RuntimeError(f"{kind}: every port tried was in use")
 
     def close(self) -> None:
         for s in self.servers:

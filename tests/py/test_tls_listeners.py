@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import _user_args, binary_for, free_port
+from conftest import START_ATTEMPTS, _user_args, binary_for, free_port
 from test_tls import (  # noqa: F401  (pki and tls_servers are fixtures)
     TIMEOUT_SECS,
     Pki,
@@ -60,13 +60,25 @@ def start(tls_servers, kind: str, pki: Pki, opts: str = "", metrics: bool = Fals
     """A server with four listeners: notls: on -p (so the readiness check, a connect
     and close, is no TLS failure), a TLS one without prefix, btls:, mtls:; with
     `metrics`, memcrab's /metrics too (ports["metrics"])."""
-    ports = dict(zip(("plain", "tls", "btls", "mtls", "metrics"), distinct_ports(5)))
-    if metrics:
-        opts = ",".join(o for o in (opts, f"metrics_listen=127.0.0.1:{ports['metrics']}") if o)
-    listen = (f"notls:127.0.0.1,127.0.0.1:{ports['tls']},btls:127.0.0.1:{ports['btls']},"
-              f"mtls:127.0.0.1:{ports['mtls']}")
-    server = tls_servers.start(kind, pki, listen=listen, opts=opts, port=ports["plain"])
-    return server, ports
+    for attempt in range(START_ATTEMPTS):
+        # Ports picked here can be taken by another test process before the server
+        # binds them: then it exits ("in use") and five others are tried.
+        ports = dict(zip(("plain", "tls", "btls", "mtls", "metrics"), distinct_ports(5)))
+        all_opts = opts
+        if metrics:
+            all_opts = ",".join(
+                o for o in (opts, f"metrics_listen=127.0.0.1:{ports['metrics']}") if o)
+        listen = (f"notls:127.0.0.1,127.0.0.1:{ports['tls']},btls:127.0.0.1:{ports['btls']},"
+                  f"mtls:127.0.0.1:{ports['mtls']}")
+        try:
+            server = tls_servers.start(kind, pki, listen=listen, opts=all_opts,
+                                       port=ports["plain"])
+        except RuntimeError as exc:
+            if "in use" in str(exc).lower() and attempt + 1 < START_ATTEMPTS:
+                continue
+            raise
+        return server, ports
+    raise AssertionError("unreachable")
 
 
 def distinct_ports(n: int) -> list[int]:

@@ -71,10 +71,11 @@ module RailsCacheCases
   end
 
   def test_expiry_and_versions
-    @cache.write('short', 'v', expires_in: 1)
+    # A TTL of 2: the servers' clocks tick once a second, so a TTL of 1 can run out
+    # before the next request; this one lives 1-2 s, polled to 6 s.
+    @cache.write('short', 'v', expires_in: 2)
     assert_equal 'v', @cache.read('short')
-    # The servers' clocks tick once a second: gone within 1-2 s, polled to 5 s.
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 6
     sleep 0.05 until @cache.read('short').nil? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
     assert_nil @cache.read('short')
     # Cache versioning: an entry written for version 1 is a miss for version 2.

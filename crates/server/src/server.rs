@@ -156,6 +156,7 @@ impl Server {
                 settings.hotkeys,
                 settings.slowlog_us,
                 settings.slowlog_len,
+                settings.monotonic_clock,
             ),
             settings,
             engine,
@@ -298,12 +299,13 @@ impl Observe {
         hotkeys: bool,
         slowlog_us: u64,
         slowlog_len: usize,
+        monotonic_clock: bool,
     ) -> Self {
         let timed = latency || slowlog_us > 0;
-        let ticks = if timed {
-            Ticks::calibrate()
-        } else {
-            Ticks::off()
+        let ticks = match (timed, monotonic_clock) {
+            (false, _) => Ticks::off(),
+            (true, false) => Ticks::calibrate(),
+            (true, true) => Ticks::monotonic(),
         };
         Observe {
             any: timed || hotkeys,
@@ -405,10 +407,10 @@ mod tests {
 
     #[test]
     fn off_means_untimed() {
-        let o = Observe::new(2, false, false, 0, 4);
+        let o = Observe::new(2, false, false, 0, 4, false);
         assert!(!o.workers[0].timed && o.workers.len() == 2);
         assert!(
-            Observe::new(1, false, true, 5, 4).workers[0].timed,
+            Observe::new(1, false, true, 5, 4, false).workers[0].timed,
             "the slow log times"
         );
     }

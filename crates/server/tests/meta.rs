@@ -717,7 +717,10 @@ fn cas_disabled() {
 
 #[test]
 fn stats_counters() {
-    let (_s, mut c) = server();
+    // memcached's crawler off, and a dead item its LRU maintainer reclaimed before
+    // `mg e` looked allowed for below (as in commands/dead.rs).
+    let s = Server::tcp(&["-o", "no_lru_crawler"]);
+    let mut c = s.connect();
     let mut req = Vec::new();
     req.extend_from_slice(&ms("a", b"1", ""));
     req.extend_from_slice(b"mg a\r\nmg a T10\r\nmg nokey\r\nmg nokey T10\r\nmg v N10\r\n");
@@ -736,7 +739,6 @@ fn stats_counters() {
         ("cmd_get", 5),
         ("get_hits", 2),
         ("get_misses", 3),
-        ("get_expired", 1),
         ("cmd_touch", 1),
         ("touch_hits", 1),
         ("touch_misses", 0),
@@ -758,6 +760,12 @@ fn stats_counters() {
             "{name}"
         );
     }
+    let expired = st["get_expired"].as_str();
+    assert!(
+        expired == "1" || (against_memcached() && expired == "0" && st["reclaimed"] != "0"),
+        "get_expired {expired}, reclaimed {}",
+        st["reclaimed"]
+    );
 }
 
 /// `ma T` when the number grows longer than the stored value ("9" → "10"):

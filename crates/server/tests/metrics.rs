@@ -441,6 +441,16 @@ fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The two tests that load memcrab under a real Prometheus run one after the other:
+/// cargo runs a binary's tests side by side, and the other's load, starting or
+/// ending inside one test's 5-second window, would move the rate it compares.
+fn one_load_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    // Held for a whole test; it guards nothing but the machine's time.
+    static LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOAD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A real Prometheus scrapes memcrab (OpenMetrics, as it asks by default) while a
 /// client sends gets; `rate(memcached_commands_total[5s])` over a window inside the
 /// load agrees with the gets the client saw answered in that window, and the last
@@ -450,6 +460,7 @@ fn prometheus_scrapes_under_load() {
     if !have("prometheus") {
         return;
     }
+    let _alone = one_load_at_a_time();
     let (s, addr) = start(&[]);
     let prom = Prometheus::start(addr);
     prom.query("up{job=\"memcrab\"} == 1", None);
@@ -550,6 +561,7 @@ fn prometheus_p99_against_the_clients() {
     if !have("prometheus") {
         return;
     }
+    let _alone = one_load_at_a_time();
     let Some(bench) = bench_binary() else {
         return;
     };

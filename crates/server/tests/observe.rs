@@ -1,8 +1,10 @@
 //! What the request step measures, over real sockets against the real binary:
 //! `stats latency` counts exactly the requests sent, per protocol, command and hit
 //! or miss, one by one or pipelined in one write (whose requests share the batch's
-//! time, or are timed one by one while the slow log is on); the slow log (`-o slowlog_us`) catches a large multi-get, with its key
-//! URI-encoded and its client, and `watch slowlog` streams it; `stats hotkeys` puts
+//! time, or are timed one by one while the slow log is on), on the time-stamp
+//! counter or (`-o latency_clock=monotonic`) the monotonic clock; the slow log
+//! (`-o slowlog_us`) catches a large multi-get, with its key URI-encoded and its
+//! client, and `watch slowlog` streams it; `stats hotkeys` puts
 //! a hammered key first, counts each key of a multi-get, binary and meta reads and
 //! writes (and no sentinel `mn`); each can be switched off. memcrab's own commands: not run
 //! against memcached.
@@ -375,6 +377,55 @@ fn the_slow_log_catches_a_large_multiget() {
         c.stats("settings").get("slowlog_us").map(String::as_str),
         Some("1")
     );
+}
+
+/// `-o latency_clock=monotonic` takes the monotonic clock where the time-stamp
+/// counter would be read (the path a machine without a constant counter takes): the
+/// same series count the same requests, each within the time the client saw, and
+/// the slow log catches the same multi-get.
+#[test]
+fn the_monotonic_clock_times_like_the_counter() {
+    let default = Server::tcp(&[]);
+    let source = default.connect().stats("settings")["latency_clock"].clone();
+    assert!(source == "tsc" || source == "monotonic", "{source}");
+    let server = Server::tcp(&["-o", "latency_clock=monotonic,slowlog_us=1"]);
+    let mut c = server.connect();
+    let settings = c.stats("settings");
+    assert_eq!(settings["latency_clock"], "monotonic");
+    c.call(&store("set", "k", 0, 0, b"v"), b"STORED\r\n");
+    // Requests one by one: each timed alone, none longer than all of them together.
+    let sent = std::time::Instant::now();
+    for _ in 0..50 {
+        c.call(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+        c.call(b"mg nokey v\r\n", b"EN\r\n");
+    }
+    let wall_us = sent.elapsed().as_secs_f64() * 1e6;
+    let got = counts(&mut c);
+    assert_eq!(got.get("text_get_hit"), Some(&50), "{got:?}");
+    assert_eq!(got.get("meta_get_miss"), Some(&50), "{got:?}");
+    assert_eq!(got.get("text_set"), Some(&1), "{got:?}");
+    let s = c.stats("latency");
+    for series in ["text_get_hit", "meta_get_miss"] {
+        let us = |f: &str| -> f64 {
+            s.get(&format!("{series}:{f}"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::MAX)
+        };
+        assert!(us("p50_us") > 0.0, "{series}: {s:?}");
+        assert!(us("max_us") <= wall_us, "{series}: {s:?}, all {wall_us} µs");
+    }
+    // The slow log (1 µs) times with the same clock.
+    let get = large_multiget(&mut c, 200);
+    c.call(b"stats slowlog reset\r\n", b"RESET\r\n");
+    run_multiget(&mut c, &get, 200);
+    let log = c.stats("slowlog");
+    let id = log
+        .iter()
+        .find(|(k, v)| k.ends_with(":command") && *v == "text_get_hit")
+        .and_then(|(k, _)| k.strip_suffix(":command"))
+        .unwrap_or_else(|| panic!("no multi-get in {log:?}"));
+    let us: u64 = log[&format!("{id}:us")].parse().unwrap_or(0);
+    assert!(us >= 1, "{log:?}");
 }
 
 /// The client's address as `stats conns` names it (`127.0.0.1:<port>`): the one

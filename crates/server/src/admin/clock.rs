@@ -26,6 +26,12 @@ pub struct Ticks {
 impl Ticks {
     /// A clock that is never read (nothing is timed).
     pub fn off() -> Self {
+        Ticks::monotonic()
+    }
+
+    /// The monotonic clock, in nanoseconds since now (`-o latency_clock=monotonic`,
+    /// and where the counter cannot be trusted).
+    pub fn monotonic() -> Self {
         Ticks {
             mult: 1 << 32,
             tsc: false,
@@ -37,13 +43,8 @@ impl Ticks {
     /// (an error of a few parts per million: the clock's resolution over the span),
     /// where the counter can be trusted; else the monotonic clock.
     pub fn calibrate() -> Self {
-        let base = Instant::now();
         if !tsc_usable() {
-            return Ticks {
-                mult: 1 << 32,
-                tsc: false,
-                base,
-            };
+            return Ticks::monotonic();
         }
         let (t0, i0) = tsc_and_clock();
         std::thread::sleep(Duration::from_millis(2));
@@ -51,16 +52,12 @@ impl Ticks {
         let ns = i1.duration_since(i0).as_nanos() as f64;
         let ticks = t1.wrapping_sub(t0) as f64;
         if ticks < 1.0 || ns < 1.0 {
-            return Ticks {
-                mult: 1 << 32,
-                tsc: false,
-                base,
-            };
+            return Ticks::monotonic();
         }
         Ticks {
             mult: ((ns / ticks) * (1u64 << 32) as f64) as u64,
             tsc: true,
-            base,
+            base: Instant::now(),
         }
     }
 
@@ -153,7 +150,13 @@ mod tests {
 
     #[test]
     fn ticks_measure_a_sleep() {
-        let t = Ticks::calibrate();
+        for t in [Ticks::calibrate(), Ticks::monotonic()] {
+            measures_a_sleep(t);
+        }
+        assert_eq!(Ticks::monotonic().source(), "monotonic");
+    }
+
+    fn measures_a_sleep(t: Ticks) {
         // Each monotonic reading sits between two of the request clock, so that a
         // preemption between reads widens the bounds instead of failing the test:
         // the request clock's span over [i0, i1] lies between ns(a1, b0) and

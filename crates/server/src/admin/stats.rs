@@ -700,7 +700,7 @@ mod tests {
 
     #[test]
     fn stats_subcommands() {
-        let o = Observe::new(1, true, true, 1, 4);
+        let o = Observe::new(1, true, true, 1, 4, false);
         let w = &o.workers[0];
         w.latencies.record(crate::admin::latency::TEXT, 2_000);
         w.hotkeys.note(false, b"hot", 10);

@@ -280,6 +280,12 @@ impl Client {
         self.pending.drain(..n).collect()
     }
 
+    /// What was received and not yet consumed (for a caller that goes on reading
+    /// `stream` itself).
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
+    }
+
     /// Reads one line, without its `\r\n`.
     pub fn read_line(&mut self) -> Vec<u8> {
         let deadline = Instant::now() + REPLY_TIMEOUT;

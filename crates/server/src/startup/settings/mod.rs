@@ -163,6 +163,11 @@ pub struct Settings {
     /// `-o latency=on|off`: per-command latency histograms (`stats latency`,
     /// `/metrics`); on by default.
     pub latency: bool,
+    /// `-o latency_clock=tsc|monotonic`: what the request step times with. `tsc`
+    /// (the default) reads the time-stamp counter where the kernel reports a
+    /// constant, non-stop one, else the monotonic clock; `monotonic` always reads
+    /// the monotonic clock (a VM whose counter cannot be trusted, say).
+    pub monotonic_clock: bool,
     /// `-o hotkeys=on|off`: sampled hot keys (`stats hotkeys`, `/metrics`); on by
     /// default.
     pub hotkeys: bool,
@@ -242,6 +247,7 @@ impl Default for Settings {
             tls: TlsSettings::default(),
             metrics_listen: None,
             latency: true,
+            monotonic_clock: false,
             hotkeys: true,
             slowlog_us: 0,
             slowlog_len: SLOWLOG_LEN_DEFAULT,

@@ -410,6 +410,18 @@ fn extended(s: &mut Settings, list: &str) -> Result<(), String> {
                 _ => return Err("-o metrics_listen: needs HOST:PORT".into()),
             },
             "latency" => s.latency = on_off("-o latency", value)?,
+            "latency_clock" => {
+                s.monotonic_clock = match value {
+                    Some("tsc") => false,
+                    Some("monotonic") => true,
+                    v => {
+                        return Err(format!(
+                            "-o latency_clock: \"{}\" is neither tsc nor monotonic",
+                            v.unwrap_or("")
+                        ))
+                    }
+                }
+            }
             "hotkeys" => s.hotkeys = on_off("-o hotkeys", value)?,
             "slowlog_us" => s.slowlog_us = num("-o slowlog_us", need(name)?)?,
             "slowlog_len" => {

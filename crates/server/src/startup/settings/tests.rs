@@ -71,6 +71,13 @@ fn getopt_forms() {
     assert!(!s.latency && !s.hotkeys && s.slowlog_us == 500 && s.slowlog_len == 4);
     assert!(run(&["-o", "latency=on,hotkeys"]).is_ok_and(|s| s.latency && s.hotkeys));
     assert!(run(&["-o", "latency=no"]).is_err());
+    assert!(!d.monotonic_clock);
+    assert!(run(&["-o", "latency_clock=monotonic"]).is_ok_and(|s| s.monotonic_clock));
+    assert!(run(&["-o", "latency_clock=tsc"]).is_ok_and(|s| !s.monotonic_clock));
+    for bad in ["latency_clock", "latency_clock=", "latency_clock=hpet"] {
+        let err = run(&["-o", bad]).expect_err(bad);
+        assert!(err.contains("neither tsc nor monotonic"), "{bad}: {err}");
+    }
     assert!(run(&["-o", "slowlog_len=0"]).is_err());
     assert!(run(&["-o", "slowlog_us"]).is_err());
     let s = run(&["-X", "-o", "track_sizes"]).expect("ok");

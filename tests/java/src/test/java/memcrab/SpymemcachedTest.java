@@ -123,9 +123,11 @@ class SpymemcachedTest {
     void touchGatExpiry(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.touch("missing", 10).get());
-        c.set("k", 1, "v").get();
-        c.set("g", 1, "v").get();
-        c.set("gone", 1, "v").get();
+        // A TTL of 2: the servers' clocks count whole seconds, so a TTL of 1 can
+        // run out before the next request; one of 2 lives 1-2 s.
+        c.set("k", 2, "v").get();
+        c.set("g", 2, "v").get();
+        c.set("gone", 2, "v").get();
         assertTrue(c.touch("k", 100).get());
         if (protocol.equals("text")) {
             assertThrows(UnsupportedOperationException.class, () -> c.getAndTouch("g", 100));

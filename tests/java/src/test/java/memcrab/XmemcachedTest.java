@@ -106,8 +106,10 @@ class XmemcachedTest {
     void touchExpiry(String kind, String protocol) throws Exception {
         MemcachedClient c = open(kind, protocol);
         assertFalse(c.touch("missing", 10));
-        c.set("k", 1, "v");
-        c.set("gone", 1, "v");
+        // A TTL of 2: with whole-second clocks a TTL of 1 can run out before the
+        // next request; one of 2 lives 1-2 s.
+        c.set("k", 2, "v");
+        c.set("gone", 2, "v");
         assertTrue(c.touch("k", 100));
         // Gone within 2 s (whole-second clock); 10 s allowed for a loaded machine.
         Servers.waitUntil("gone to expire", 10, () -> c.get("gone") == null);
