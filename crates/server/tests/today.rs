@@ -225,27 +225,11 @@ fn memcrab_version_in_the_startup_log() {
     assert_eq!(first, Some(want.as_str()), "{log}");
 }
 
-/// Reads a dump's reply up to and including its last line (`END` or `EN`).
-/// Sends a dump request and reads its reply through `last`. memcached answers
-/// `BUSY` while a crawl of its own runs (one starts with the server): then ask
-/// again once `lru_crawler_running` is 0. memcrab never answers `BUSY`.
+/// Sends a dump request (again after memcached's `BUSY`: `common::start_dump`) and
+/// reads its reply up to and including its last line (`END` or `EN`).
 fn dump(c: &mut Client, req: &[u8], last: &[u8]) -> Vec<u8> {
-    let deadline = std::time::Instant::now() + common::REPLY_TIMEOUT;
-    let mut got = loop {
-        c.send(req);
-        let mut first = c.read_line_lf();
-        if !(first.starts_with(b"BUSY") && against_memcached()) {
-            first.push(b'\n');
-            break first;
-        }
-        while c.stat("lru_crawler_running") != 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the crawl did not end"
-            );
-            std::thread::yield_now();
-        }
-    };
+    let mut got = common::start_dump(c, req);
+    got.push(b'\n');
     while !got.ends_with(last) {
         got.extend_from_slice(&c.read_line_lf());
         got.push(b'\n');

@@ -104,37 +104,15 @@ fn parse_meta(line: &str) -> Meta {
 /// dump ends with `END\r\n`), or the one-line reply if it was refused.
 fn metadump(s: &Server, arg: &str) -> Result<Vec<Meta>, String> {
     let mut c = s.connect();
-    let first = start_dump(&mut c, format!("lru_crawler metadump {arg}\r\n").as_bytes());
-    if first != "OK" {
-        return Err(first);
+    let first = common::start_dump(&mut c, format!("lru_crawler metadump {arg}\r\n").as_bytes());
+    if first != b"OK\r" {
+        return Err(String::from_utf8_lossy(&first).into_owned());
     }
     // The lines end in `\n` only, so everything up to `END\r\n` reads as one line.
     let text = String::from_utf8(c.read_line()).expect("utf-8 dump");
     match text.strip_suffix("END") {
         Some(body) => Ok(body.lines().map(parse_meta).collect()),
         None => Err(text),
-    }
-}
-
-/// Sends a dump request and returns its first line. memcached answers `BUSY` while
-/// a crawl runs on its crawler thread (one starts with the server, and its LRU
-/// maintainer starts others): then wait for the crawl to end and ask again, as
-/// [`crawl`] does. memcrab never answers `BUSY`.
-fn start_dump(c: &mut Client, req: &[u8]) -> String {
-    let deadline = std::time::Instant::now() + common::REPLY_TIMEOUT;
-    loop {
-        c.send(req);
-        let first = String::from_utf8(c.read_line()).expect("utf-8 dump");
-        if !(first.starts_with("BUSY") && against_memcached()) {
-            return first;
-        }
-        while c.stat("lru_crawler_running") != 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the crawl did not end"
-            );
-            std::thread::yield_now();
-        }
     }
 }
 
@@ -503,7 +481,10 @@ fn large_dump_streams() {
     let rss_before = s.rss_kib();
     let mut d = s.connect();
     // `hash`: memcached's LRU walk may miss items that move under it.
-    assert_eq!(start_dump(&mut d, b"lru_crawler metadump hash\r\n"), "OK");
+    assert_eq!(
+        common::start_dump(&mut d, b"lru_crawler metadump hash\r\n"),
+        b"OK\r"
+    );
     // Read a little, then look: a server that built the whole dump up front would
     // have grown by its size by now. Then read the rest, looking every 4 MB.
     let mut got = d.take_pending();

@@ -67,6 +67,24 @@ pub fn against_memcached() -> bool {
     memcrab_testkit::is_memcached(&server_binary())
 }
 
+/// Sends a key dump request (`lru_crawler metadump|mgdump ...`) and returns its
+/// first line as read up to its `\n` (`OK\r`, say). memcached answers `BUSY` while a
+/// crawl of its own runs (one starts soon after the server, and its LRU maintainer
+/// starts others): then the request is sent again once `lru_crawler_running` is 0.
+/// memcrab never answers `BUSY`.
+pub fn start_dump(c: &mut Client, req: &[u8]) -> Vec<u8> {
+    loop {
+        c.send(req);
+        let first = c.read_line_lf();
+        if !(first.starts_with(b"BUSY") && against_memcached()) {
+            return first;
+        }
+        wait_until("memcached's crawl to end", REPLY_TIMEOUT, || {
+            c.stat("lru_crawler_running") == 0
+        });
+    }
+}
+
 /// Creates a fresh, empty directory `memcrab-<tag>-<pid>-<n>` under the system
 /// temp dir (unique within this process) and returns its path.
 pub fn scratch_dir(tag: &str) -> PathBuf {

@@ -514,8 +514,11 @@ pub fn usage() -> String {
                           metrics_listen=<host:port>: serve Prometheus' /metrics
                           there, on a thread of its own (default off);
                           latency=on|off: per-command latency histograms (`stats
-                          latency`, default on); hotkeys=on|off: sampled hot keys
-                          (`stats hotkeys`, default on); slowlog_us=<us>: requests
+                          latency`, default on); latency_clock=tsc|monotonic: what
+                          requests are timed with (default tsc where the kernel
+                          reports a constant counter, else monotonic);
+                          hotkeys=on|off: sampled hot keys (`stats hotkeys`,
+                          default on); slowlog_us=<us>: requests
                           this slow or slower enter the slow log (`stats slowlog`,
                           `watch slowlog`; default 0, off); slowlog_len=<n>: slow
                           log entries kept (default 128)
