@@ -242,20 +242,11 @@ fn unquote(s: &str) -> Result<(Vec<u8>, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{Gen, GenConfig, View};
+    use crate::gen::{three_conns, Gen, View};
 
     #[test]
     fn generated_histories_survive_a_round_trip() {
-        let mut g = Gen::new(
-            5,
-            GenConfig {
-                item_max: 1024 * 1024,
-                cas: true,
-                nconns: 3,
-                today: true,
-                meta_only: false,
-            },
-        );
+        let mut g = Gen::new(5, three_conns());
         let view = View {
             open: vec![None; 3],
             cas_seen: 4,

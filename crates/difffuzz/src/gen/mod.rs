@@ -41,6 +41,19 @@ pub struct GenConfig {
     pub meta_only: bool,
 }
 
+/// The generator with three connections, CAS, 1.6.45's commands and items up to
+/// 1 MiB (the unit tests' configuration, here and in trace.rs).
+#[cfg(test)]
+pub(crate) fn three_conns() -> GenConfig {
+    GenConfig {
+        item_max: 1024 * 1024,
+        cas: true,
+        nconns: 3,
+        today: true,
+        meta_only: false,
+    }
+}
+
 /// What the servers have told so far (the same for both while they agree).
 #[derive(Clone, Debug)]
 pub struct View {

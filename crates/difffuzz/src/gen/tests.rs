@@ -4,18 +4,6 @@
 
 use super::*;
 
-/// The generator with three connections, CAS, 1.6.45's commands and items up to
-/// 1 MiB.
-fn three_conns() -> GenConfig {
-    GenConfig {
-        item_max: 1024 * 1024,
-        cas: true,
-        nconns: 3,
-        today: true,
-        meta_only: false,
-    }
-}
-
 fn view() -> View {
     View {
         open: vec![None; 3],
